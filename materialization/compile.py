@@ -1,0 +1,185 @@
+"""Compile an operator tree into a Spark DataFrame whose columns are named by column id.
+
+One compiler serves three jobs: running a task (normal or reasoning mode), restoring an
+intermediate result, and tracing. ``inputs`` lets the caller substitute any node (a stored
+intermediate, a child segment's output, a restricted source). In ``tagged`` mode each leaf
+carries a ``__tag_*`` column and every operator passes those tags on, so the tracing query
+can split joined rows back into the rows of each input (the paper's Split operator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from reasoning_udfs.udf import lookup
+from segmenter.operators import (
+    Aggregation,
+    Difference,
+    Expr,
+    Function,
+    Join,
+    Node,
+    Projection,
+    Selection,
+    SortKey,
+    Source,
+    Task,
+    Union,
+)
+
+TAG_PREFIX = "__tag_"
+MODES = ("normal", "reasoning")
+
+
+def sql_col(expr: Expr) -> Column:
+    return F.expr(expr.sql)
+
+
+def ref(col_id: str) -> Column:
+    return F.col(f"`{col_id}`")
+
+
+def null_safe_match(left: DataFrame, right: DataFrame, on: dict[str, str], how: str) -> DataFrame:
+    """Join ``left`` to ``right`` where left[k] <=> right[v] for every k: v in ``on``.
+
+    Null-safe: a plain ``=`` silently drops rows whose key is null.
+    """
+    renamed = right.select(*[ref(v).alias(f"__m{i}") for i, v in enumerate(on.values())])
+    cond = reduce(
+        lambda a, b: a & b,
+        [ref(k).eqNullSafe(F.col(f"__m{i}")) for i, k in enumerate(on)],
+    )
+    return left.join(renamed, cond, how)
+
+
+def read_source(spark: SparkSession, source: Source) -> DataFrame:
+    """A source snapshot with its columns renamed to their ids."""
+    df = spark.read.parquet(source.snapshot)
+    return df.select(*[F.col(f"`{c.name}`").alias(c.id) for c in source.cols])
+
+
+def tags_of(df: DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith(TAG_PREFIX)]
+
+
+@dataclass
+class Compiler:
+    spark: SparkSession
+    mode: str = "normal"
+    inputs: Callable[[Node], DataFrame | None] = lambda node: None
+    tagged: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+
+    def compile(self, node: Node) -> DataFrame:
+        given = self.inputs(node)
+        if given is not None:
+            return given
+        return getattr(self, f"_{type(node).__name__.lower()}")(node)
+
+    def _source(self, node: Source) -> DataFrame:
+        return read_source(self.spark, node)
+
+    def _selection(self, node: Selection) -> DataFrame:
+        cond = " AND ".join(f"({e.sql})" for e in node.condition)
+        return self.compile(node.child).filter(F.expr(cond))
+
+    def _projection(self, node: Projection) -> DataFrame:
+        df = self.compile(node.child)
+        return df.select(*[sql_col(e).alias(c.id) for c, e in node.outputs], *tags_of(df))
+
+    def _join(self, node: Join) -> DataFrame:
+        frames = [self.compile(child) for child in node.inputs]
+        if node.semi and not self.tagged:
+            cond = _conjunction(node.condition)
+            return frames[0].join(frames[1], cond if cond is not None else F.lit(True), "left_semi")
+        pending = list(node.condition)
+        available = {c.id for c in node.inputs[0].columns}
+        df = frames[0]
+        for child, frame in zip(node.inputs[1:], frames[1:]):
+            available |= {c.id for c in child.columns}
+            usable = [e for e in pending if e.refs <= available]
+            pending = [e for e in pending if e not in usable]
+            cond = _conjunction(usable)
+            df = df.join(frame, cond, "inner") if cond is not None else df.crossJoin(frame)
+        if node.semi:  # tagged: keep the right input's tags, not its columns
+            keep = [c.id for c in node.inputs[0].columns] + tags_of(df)
+            df = df.select(*[ref(c) for c in keep])
+        return df
+
+    def _aggregation(self, node: Aggregation) -> DataFrame:
+        df = self.compile(node.child)
+        keys = [sql_col(e).alias(c.id) for c, e in node.keys]
+        aggs = [sql_col(e).alias(c.id) for c, e in node.aggregates]
+        grouped = df.groupBy(*keys).agg(*aggs) if aggs else df.select(*keys).distinct()
+        return grouped.select(*[ref(c.id) for c in node.columns])
+
+    def _union(self, node: Union) -> DataFrame:
+        frames = []
+        for child in node.inputs:
+            df = self.compile(child)
+            pairs = zip(child.match_columns(), node.outputs)
+            frames.append(df.select(*[ref(s.id).alias(o.id) for s, o in pairs], *tags_of(df)))
+        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=self.tagged), frames)
+
+    def _difference(self, node: Difference) -> DataFrame:
+        left_cols = [c.id for c in node.left.match_columns()]
+        left = self.compile(node.left).select(*[ref(c) for c in left_cols])
+        right = self.compile(node.right)
+        right = right.select(*[ref(s.id).alias(t) for s, t in zip(node.right.match_columns(), left_cols)])
+        if node.kind == "all":
+            return left.exceptAll(right)
+        if node.kind == "distinct":
+            return left.subtract(right)
+        return null_safe_match(left, right, {c: c for c in left_cols}, "left_anti")
+
+    def _function(self, node: Function) -> DataFrame:
+        df = self.compile(node.child)
+        udf = lookup(node.udf)
+        args = [sql_col(a) for a in node.args]
+        if self.mode == "normal":
+            return df.withColumns(
+                {
+                    node.value.id: udf.spark_udf("normal")(*args),
+                    node.reason.id: F.lit(None).cast(udf.reason_type),
+                }
+            )
+        tmp = f"__call_{node.value.id}"
+        df = df.withColumn(tmp, udf.spark_udf("reasoning")(*args))
+        return df.withColumns(
+            {node.value.id: F.col(f"{tmp}.value"), node.reason.id: F.col(f"{tmp}.reason")}
+        ).drop(tmp)
+
+
+def _conjunction(exprs: list[Expr] | tuple[Expr, ...]) -> Column | None:
+    if not exprs:
+        return None
+    return F.expr(" AND ".join(f"({e.sql})" for e in exprs))
+
+
+def finish(task: Task, df: DataFrame) -> DataFrame:
+    """Apply the task's ORDER BY and LIMIT to the root's rows."""
+    if task.order:
+        df = df.orderBy(*[_sort_column(k) for k in task.order])
+    if task.limit is not None:
+        df = df.limit(task.limit)
+    return df
+
+
+def _sort_column(key: SortKey) -> Column:
+    col = sql_col(key.expr)
+    if key.ascending:
+        return col.asc_nulls_first() if key.nulls_first else col.asc_nulls_last()
+    return col.desc_nulls_first() if key.nulls_first else col.desc_nulls_last()
+
+
+def visible(task: Task, df: DataFrame) -> DataFrame:
+    """The user's view of a root result: the task's output columns under their own names."""
+    return df.select(*[ref(c.id).alias(c.name) for c in task.output])

@@ -1,0 +1,212 @@
+"""The results store: source snapshots, runs and their intermediates, as Parquet + JSON.
+
+Layout under the store URI (any URI Spark's Hadoop FileSystem can write):
+
+    sources/<table>/<snapshot>/            Parquet (zstd) + _al_source.json
+    sources/<table>/CURRENT                the snapshot ``table(name)`` reads
+    runs/<run_id>/run.json                 the run record, written last
+    runs/<run_id>/output/                  the task output (all root columns)
+    runs/<run_id>/segment-<id>/            stored intermediate results
+
+A run is written under ``runs/.staging-<run_id>`` and renamed into place only when complete,
+so a crash never leaves a run that looks finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import LongType, StructField, StructType
+
+from segmenter.errors import LineageError
+from segmenter.parser import SourceRef
+
+ROW_ID = "_rid"
+SOURCE_META = "_al_source.json"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StoreError(LineageError):
+    """The results store cannot be used (not writable, missing run, corrupt record)."""
+
+
+def normalize_uri(uri: str) -> str:
+    """Absolute ``file:`` URI for a local path; other URIs unchanged."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", uri):
+        return uri.rstrip("/")
+    return "file:" + os.path.abspath(uri)
+
+
+def new_id(prefix: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{prefix}{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+class ResultsStore:
+    def __init__(self, spark: SparkSession, uri: str) -> None:
+        self.spark = spark
+        self.uri = normalize_uri(uri)
+        jvm = spark._jvm
+        self._Path = jvm.org.apache.hadoop.fs.Path
+        self._io = jvm.org.apache.commons.io.IOUtils
+        self._fs = self._Path(self.uri).getFileSystem(spark._jsc.hadoopConfiguration())
+        self._meta_cache: dict[str, dict[str, Any]] = {}
+
+    # --- file primitives ----------------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        return "/".join([self.uri, *parts])
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs.exists(self._Path(path)))
+
+    def write_text(self, path: str, text: str) -> None:
+        stream = self._fs.create(self._Path(path), True)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    def read_text(self, path: str) -> str:
+        stream = self._fs.open(self._Path(path))
+        try:
+            return bytes(self._io.toByteArray(stream)).decode("utf-8")
+        finally:
+            stream.close()
+
+    def write_json(self, path: str, data: Any) -> None:
+        self.write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str))
+
+    def read_json(self, path: str) -> Any:
+        return json.loads(self.read_text(path))
+
+    def rename(self, src: str, dst: str) -> None:
+        if not self._fs.rename(self._Path(src), self._Path(dst)):
+            raise StoreError(f"could not move {src} to {dst}")
+
+    def delete(self, path: str) -> None:
+        self._fs.delete(self._Path(path), True)
+
+    def size(self, path: str) -> int:
+        return int(self._fs.getContentSummary(self._Path(path)).getLength())
+
+    def list_dirs(self, path: str) -> list[str]:
+        if not self.exists(path):
+            return []
+        statuses = self._fs.listStatus(self._Path(path))
+        return sorted(s.getPath().getName() for s in statuses if s.isDirectory())
+
+    def check_writable(self) -> None:
+        """Fail early, with the path, if the store cannot be written."""
+        probe = self.path(f".probe-{uuid.uuid4().hex[:8]}")
+        try:
+            self._fs.mkdirs(self._Path(self.uri))
+            self.write_text(probe, "ok")
+            self.delete(probe)
+        except Py4JJavaError as exc:
+            reason = str(exc.java_exception.getMessage()).splitlines()[0]
+            raise StoreError(f"results store {self.uri} is not writable: {reason}") from None
+
+    def write_parquet(self, df: DataFrame, path: str) -> None:
+        df.write.mode("error").option("compression", "zstd").parquet(path)
+
+    # --- sources ------------------------------------------------------------------------------
+    def register_source(self, name: str, df: DataFrame, key: Sequence[str] | None) -> SourceRef:
+        """Persist ``df`` as a new snapshot of source ``name`` with stable row ids."""
+        if not _NAME.match(name):
+            raise StoreError(f"source name {name!r} must be a SQL identifier")
+        columns = {c.lower() for c in df.columns}
+        if key:
+            missing = [k for k in key if k.lower() not in columns]
+            if missing:
+                raise StoreError(f"source {name!r}: key column(s) {missing} not in {df.columns}")
+            dupes = df.groupBy(*key).count().filter("count > 1").limit(1).collect()
+            if dupes:
+                raise StoreError(
+                    f"source {name!r}: key {list(key)} is not unique "
+                    f"(e.g. {dupes[0].asDict()}); declare another key or none (ids are added)"
+                )
+            key = tuple(key)
+        else:
+            if ROW_ID in columns:
+                raise StoreError(f"source {name!r} already has a {ROW_ID!r} column: pass key=")
+            df = _with_row_ids(df)
+            key = (ROW_ID,)
+        snapshot_id = new_id("s")
+        final = self.path("sources", name, snapshot_id)
+        staging = self.path("sources", name, f".staging-{snapshot_id}")
+        try:
+            self.write_parquet(df, staging)
+            rows = self.spark.read.parquet(staging).count()
+            meta = {
+                "table": name,
+                "key": list(key),
+                "snapshot": final,
+                "rows": rows,
+                "created": datetime.now(UTC).isoformat(),
+            }
+            self.write_json(f"{staging}/{SOURCE_META}", meta)
+            self.rename(staging, final)
+        except BaseException:
+            self.delete(staging)
+            raise
+        self.write_text(self.path("sources", name, "CURRENT"), snapshot_id)
+        return SourceRef(name, key, final)
+
+    def current_source(self, name: str) -> SourceRef:
+        pointer = self.path("sources", name, "CURRENT")
+        if not self.exists(pointer):
+            known = ", ".join(self.list_dirs(self.path("sources"))) or "none"
+            raise StoreError(f"no source table {name!r} in {self.uri} (registered: {known})")
+        snapshot = self.path("sources", name, self.read_text(pointer).strip())
+        return self.source_at(snapshot)
+
+    def source_at(self, snapshot: str) -> SourceRef:
+        meta = self._meta_cache.get(snapshot)
+        if meta is None:
+            meta = self.read_json(f"{snapshot}/{SOURCE_META}")
+            self._meta_cache[snapshot] = meta
+        return SourceRef(meta["table"], tuple(meta["key"]), snapshot)
+
+    def resolve(self, paths: list[str]) -> SourceRef | None:
+        """The registered snapshot a relation reads, recognised by its path."""
+        if len(paths) != 1:
+            return None
+        path = paths[0].rstrip("/")
+        if not self.exists(f"{path}/{SOURCE_META}"):
+            return None
+        return self.source_at(path)
+
+    # --- runs ---------------------------------------------------------------------------------
+    def run_dir(self, run_id: str) -> str:
+        return self.path("runs", run_id)
+
+    def staging_dir(self, run_id: str) -> str:
+        return self.path("runs", f".staging-{run_id}")
+
+    def commit_run(self, run_id: str) -> None:
+        self.rename(self.staging_dir(run_id), self.run_dir(run_id))
+
+    def run_ids(self) -> list[str]:
+        return [d for d in self.list_dirs(self.path("runs")) if not d.startswith(".")]
+
+    def read_run(self, run_id: str) -> dict[str, Any]:
+        record = f"{self.run_dir(run_id)}/run.json"
+        if not self.exists(record):
+            known = ", ".join(self.run_ids()[-5:]) or "none"
+            raise StoreError(f"no run {run_id!r} in {self.uri} (latest runs: {known})")
+        return self.read_json(record)
+
+
+def _with_row_ids(df: DataFrame) -> DataFrame:
+    """Number rows 0..n-1 once, at registration; the ids are persisted with the data."""
+    schema = StructType(df.schema.fields + [StructField(ROW_ID, LongType(), False)])
+    rdd = df.rdd.zipWithIndex().map(lambda pair: (*pair[0], pair[1]))
+    return df.sparkSession.createDataFrame(rdd, schema)

@@ -1,0 +1,138 @@
+"""The UDF contract of Definition 3: ``main`` (normal mode: Value) and ``main_with_reason``
+(reasoning mode: Value and Reason), run by Spark as Arrow UDFs.
+
+Subclass :class:`ReasoningUDF`, set ``name``, ``value_type`` and ``reason_type`` (Spark DDL),
+implement the two entry points, and create one instance at module level in an importable
+module. Calling the instance on columns gives a normal-mode Spark column, so the UDF is used
+in ordinary DataFrame code; :meth:`ReasoningUDF.register` makes it callable from Spark SQL.
+Models should override the ``*_batch`` methods to run inference on a whole Arrow batch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType, _parse_datatype_string
+
+ERROR_MARKER = "AL_UDF_ROW_ERROR"
+
+_REGISTRY: dict[str, ReasoningUDF] = {}
+
+
+class UDFRowError(RuntimeError):
+    """A UDF raised on one input row; the message names the UDF and the row."""
+
+
+class ReasoningUDF:
+    name: ClassVar[str]
+    value_type: ClassVar[str]
+    reason_type: ClassVar[str]
+
+    def __init__(self) -> None:
+        for attr in ("name", "value_type", "reason_type"):
+            if not isinstance(getattr(type(self), attr, None), str):
+                raise TypeError(f"{type(self).__name__} must set the class attribute {attr!r}")
+        _REGISTRY[self.name] = self
+
+    # --- the two entry points --------------------------------------------------------------
+    def main(self, *args: Any) -> Any:
+        raise NotImplementedError
+
+    def main_with_reason(self, *args: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def main_batch(self, rows: Sequence[tuple]) -> list[Any]:
+        """Values for a batch of argument tuples; override for batched inference."""
+        return [self._call_row(self.main, row) for row in rows]
+
+    def main_with_reason_batch(self, rows: Sequence[tuple]) -> list[tuple[Any, Any]]:
+        """(Value, Reason) pairs for a batch of argument tuples."""
+        return [self._call_row(self.main_with_reason, row) for row in rows]
+
+    def _call_row(self, fn: Any, row: tuple) -> Any:
+        try:
+            return fn(*row)
+        except Exception as exc:  # re-raised with the row, so the user can find it
+            raise UDFRowError(
+                f"{ERROR_MARKER}[{self.name}] raised {type(exc).__name__}: {exc} "
+                f"on input row {row!r}{ERROR_MARKER}"
+            ) from exc
+
+    # --- Spark glue --------------------------------------------------------------------------
+    def __call__(self, *cols: Column | str) -> Column:
+        return self.spark_udf("normal")(*[F.col(c) if isinstance(c, str) else c for c in cols])
+
+    def register(self, spark: SparkSession) -> None:
+        """Make the UDF callable from Spark SQL under its name (normal mode)."""
+        spark.udf.register(self.name, self.spark_udf("normal"))
+
+    def spark_udf(self, mode: str) -> Any:
+        """The Arrow UDF for ``mode`` ('normal' or 'reasoning')."""
+        if mode not in ("normal", "reasoning"):
+            raise ValueError(f"mode must be 'normal' or 'reasoning', not {mode!r}")
+        reasoning = mode == "reasoning"
+        value_type = parse_type(self.value_type)
+        reason_type = parse_type(self.reason_type)
+        check_reason_type(self.name, reason_type)
+        if reasoning:
+            out_type: DataType = StructType(
+                [StructField("value", value_type), StructField("reason", reason_type)]
+            )
+        else:
+            out_type = value_type
+        arrow_type = to_arrow_type(out_type)
+        udf_self = self
+
+        def run(*arrays: pa.Array) -> pa.Array:
+            rows = list(zip(*(a.to_pylist() for a in arrays)))
+            if reasoning:
+                pairs = udf_self.main_with_reason_batch(rows)
+                data: list[Any] = [{"value": v, "reason": r} for v, r in pairs]
+            else:
+                data = list(udf_self.main_batch(rows))
+            return pa.array(data, type=arrow_type)
+
+        run.__name__ = self.name
+        return F.arrow_udf(run, out_type)
+
+    def import_path(self) -> str:
+        return type(self).__module__
+
+
+def parse_type(ddl: str) -> DataType:
+    """A Spark DataType from DDL text (needs an active Spark session, as every caller has)."""
+    return _parse_datatype_string(ddl)
+
+
+def check_reason_type(name: str, dtype: DataType) -> None:
+    """Reasons are compared and de-duplicated by Spark, which cannot do that on maps."""
+    if isinstance(dtype, MapType):
+        raise TypeError(f"UDF {name!r}: a reason may not be a map type; use array<struct<key, value>>")
+    if isinstance(dtype, StructType):
+        for f in dtype.fields:
+            check_reason_type(name, f.dataType)
+    if isinstance(dtype, ArrayType):
+        check_reason_type(name, dtype.elementType)
+
+
+def lookup(name: str, import_path: str | None = None) -> ReasoningUDF:
+    """The registered UDF ``name``, importing ``import_path`` first when given."""
+    if name not in _REGISTRY and import_path:
+        importlib.import_module(import_path)
+    if name not in _REGISTRY:
+        where = f" (module {import_path!r} did not define it)" if import_path else ""
+        raise KeyError(
+            f"UDF {name!r} is not a registered ReasoningUDF{where}; create an instance of your "
+            "ReasoningUDF subclass at module level in an importable module"
+        )
+    return _REGISTRY[name]
+
+
+def registered(name: str) -> bool:
+    return name in _REGISTRY

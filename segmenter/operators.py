@@ -1,0 +1,355 @@
+"""The operator tree: the paper's seven operators (σ π ⋈ α ∪ − φ) over source tables.
+
+Nodes are immutable dataclasses. Every column carries a unique ``id`` (the name it has in
+every DataFrame the engine builds) beside the user's ``name``, so trees stay unambiguous
+when two inputs share a column name. Expressions are Spark SQL text over those ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Col:
+    id: str
+    name: str
+    dtype: str
+    is_reason: bool = False
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A Spark SQL expression over column ids; ``refs`` names the ids it reads."""
+
+    sql: str
+    refs: frozenset[str] = field(default_factory=frozenset)
+
+    def is_column(self) -> str | None:
+        """The id this expression merely reads, if it is a bare column reference."""
+        if len(self.refs) == 1:
+            (ref,) = self.refs
+            if self.sql in (ref, f"`{ref}`"):
+                return ref
+        return None
+
+
+def column_expr(col: Col) -> Expr:
+    return Expr(f"`{col.id}`", frozenset({col.id}))
+
+
+class Node:
+    """Base of all operators; subclasses are frozen dataclasses."""
+
+    symbol: ClassVar[str] = "?"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        raise NotImplementedError
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def walk(self) -> Iterator[Node]:
+        """Pre-order traversal."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def match_columns(self) -> tuple[Col, ...]:
+        """Columns that identify a row by value: reasons are determined by values, skip them."""
+        return tuple(c for c in self.columns if not c.is_reason)
+
+
+@dataclass(frozen=True)
+class Source(Node):
+    table: str
+    cols: tuple[Col, ...]
+    key: tuple[str, ...]
+    snapshot: str
+    symbol: ClassVar[str] = "T"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.cols
+
+    def describe(self) -> str:
+        keys = ", ".join(_names(self.cols, self.key))
+        return f"{self.table} [{_col_list(self.cols)}] key({keys})"
+
+
+@dataclass(frozen=True)
+class Selection(Node):
+    child: Node
+    condition: tuple[Expr, ...]
+    symbol: ClassVar[str] = "σ"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.child.columns
+
+    def describe(self) -> str:
+        return " AND ".join(e.sql for e in self.condition)
+
+
+@dataclass(frozen=True)
+class Projection(Node):
+    child: Node
+    outputs: tuple[tuple[Col, Expr], ...]
+    symbol: ClassVar[str] = "π"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return tuple(c for c, _ in self.outputs)
+
+    def describe(self) -> str:
+        return ", ".join(_assignment(c, e) for c, e in self.outputs)
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    """Inner join of two or more inputs; ``semi`` keeps only the left input's columns."""
+
+    inputs: tuple[Node, ...]
+    condition: tuple[Expr, ...]
+    semi: bool = False
+    symbol: ClassVar[str] = "⋈"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        if self.semi:
+            return self.inputs[0].columns
+        return tuple(c for child in self.inputs for c in child.columns)
+
+    def describe(self) -> str:
+        cond = " AND ".join(e.sql for e in self.condition) or "TRUE"
+        return ("semi " if self.semi else "") + cond
+
+
+@dataclass(frozen=True)
+class Aggregation(Node):
+    """α_{G, g(B)}. ``outputs`` keep Spark's column order; every grouping expression has an
+    output column (``key_ids``, one per grouping expression) so that a result row can be
+    traced to its group. The parser adds such a column where the user did not select it,
+    with a projection above that drops it again."""
+
+    child: Node
+    outputs: tuple[tuple[Col, Expr], ...]
+    key_ids: tuple[str, ...]
+    symbol: ClassVar[str] = "α"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return tuple(c for c, _ in self.outputs)
+
+    @property
+    def keys(self) -> tuple[tuple[Col, Expr], ...]:
+        by_id = {c.id: (c, e) for c, e in self.outputs}
+        return tuple(by_id[k] for k in self.key_ids)
+
+    @property
+    def aggregates(self) -> tuple[tuple[Col, Expr], ...]:
+        return tuple((c, e) for c, e in self.outputs if c.id not in self.key_ids)
+
+    def describe(self) -> str:
+        keys = ", ".join(_assignment(c, e) for c, e in self.keys) or "()"
+        aggs = ", ".join(_assignment(c, e) for c, e in self.aggregates)
+        return f"G=[{keys}] g=[{aggs}]"
+
+
+@dataclass(frozen=True)
+class Union(Node):
+    """Bag union; each input's value columns map to ``outputs`` by position, as in SQL.
+    (SQL's UNION DISTINCT arrives as an aggregation over this.)"""
+
+    inputs: tuple[Node, ...]
+    outputs: tuple[Col, ...]
+    symbol: ClassVar[str] = "∪"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.outputs
+
+    def describe(self) -> str:
+        return _col_list(self.outputs)
+
+
+DIFFERENCE_KINDS = ("distinct", "all", "anti")
+
+
+@dataclass(frozen=True)
+class Difference(Node):
+    """left − right. ``anti``: a left anti-join, modelled as left − (left ⋉ right), keeping
+    the left input's duplicates as Spark does."""
+
+    left: Node
+    right: Node
+    kind: str = "distinct"
+    symbol: ClassVar[str] = "−"
+
+    def __post_init__(self) -> None:
+        if self.kind not in DIFFERENCE_KINDS:
+            raise ValueError(f"difference kind must be one of {DIFFERENCE_KINDS}")
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.left.match_columns()  # rows are compared by value; reasons do not pass
+
+    def describe(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True)
+class Function(Node):
+    """φ: appends the UDF's Value (and, in reasoning mode, its Reason) to every input row."""
+
+    child: Node
+    udf: str
+    args: tuple[Expr, ...]
+    value: Col
+    reason: Col
+    symbol: ClassVar[str] = "φ"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.child.columns + (self.value, self.reason)
+
+    def arg_columns(self) -> tuple[Col, ...]:
+        """The input attributes E the UDF reads."""
+        refs = set().union(*(a.refs for a in self.args)) if self.args else set()
+        return tuple(c for c in self.child.columns if c.id in refs)
+
+    def describe(self) -> str:
+        args = ", ".join(a.sql for a in self.args)
+        return f"{self.value.name} := {self.udf}({args})"
+
+
+@dataclass(frozen=True)
+class SortKey:
+    expr: Expr
+    ascending: bool = True
+    nulls_first: bool = True
+
+
+@dataclass(frozen=True)
+class Task:
+    """An operator tree plus what Spark applies on top of it: the visible output columns,
+    an optional ORDER BY and LIMIT (lineage of the kept rows is traced in ``root``)."""
+
+    root: Node
+    output: tuple[Col, ...]
+    order: tuple[SortKey, ...] = ()
+    limit: int | None = None
+    text: str = ""
+
+    def render(self) -> str:
+        lines = []
+        if self.limit is not None:
+            lines.append(f"limit {self.limit}")
+        if self.order:
+            keys = ", ".join(f"{k.expr.sql} {'ASC' if k.ascending else 'DESC'}" for k in self.order)
+            lines.append(f"order by {keys}")
+        lines.append(render_tree(self.root))
+        return "\n".join(lines)
+
+
+def render_tree(node: Node, indent: int = 0) -> str:
+    """Indented tree, one operator a line with its attributes and conditions."""
+    pad = "  " * indent
+    lines = [f"{pad}{node.symbol} {type(node).__name__}: {node.describe()}"]
+    lines += [render_tree(child, indent + 1) for child in node.children]
+    return "\n".join(lines)
+
+
+def _names(cols: tuple[Col, ...], ids: tuple[str, ...]) -> list[str]:
+    by_id = {c.id: c.name for c in cols}
+    return [by_id.get(i, i) for i in ids]
+
+
+def _col_list(cols: tuple[Col, ...]) -> str:
+    return ", ".join(c.name for c in cols)
+
+
+def _assignment(col: Col, expr: Expr) -> str:
+    ref = expr.is_column()
+    if ref == col.id:
+        return col.name
+    return f"{col.name} := {expr.sql}"
+
+
+# --- (de)serialisation: runs are persisted as JSON and read back in other processes ----------
+
+_NODE_TYPES: dict[str, type[Node]] = {
+    cls.__name__: cls
+    for cls in (Source, Selection, Projection, Join, Aggregation, Union, Difference, Function)
+}
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain JSON-able structure for a node, task, column or expression."""
+    if isinstance(obj, (Node, Task, Col, Expr, SortKey)):
+        data = {"@": type(obj).__name__}
+        for f in dataclasses.fields(obj):
+            data[f.name] = to_dict(getattr(obj, f.name))
+        return data
+    if isinstance(obj, (tuple, list)):
+        return [to_dict(x) for x in obj]
+    if isinstance(obj, frozenset):
+        return sorted(obj)
+    return obj
+
+
+_VALUE_TYPES: dict[str, type] = {"Task": Task, "Col": Col, "Expr": Expr, "SortKey": SortKey}
+
+
+def from_dict(data: Any) -> Any:
+    """Inverse of :func:`to_dict`."""
+    if isinstance(data, list):
+        return tuple(from_dict(x) for x in data)
+    if not isinstance(data, dict) or "@" not in data:
+        return data
+    kind = data["@"]
+    cls = _NODE_TYPES.get(kind) or _VALUE_TYPES[kind]
+    kwargs = {k: from_dict(v) for k, v in data.items() if k != "@"}
+    if cls is Expr:
+        kwargs["refs"] = frozenset(kwargs["refs"])
+    return cls(**kwargs)

@@ -1,0 +1,365 @@
+"""Parse Spark's analyzed logical plan into an operator tree.
+
+The analyzed plan keeps the user's operator order (the optimized one pushes filters below
+joins and rewrites differences), so it is what a segmenter must see. Expressions become SQL
+text over unique column ids, rebuilt on the JVM so every Spark function keeps its own syntax.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from reasoning_udfs.udf import lookup, registered
+from segmenter.errors import UnknownSourceError, UnsupportedTaskError
+from segmenter.operators import (
+    Aggregation,
+    Col,
+    Difference,
+    Expr,
+    Function,
+    Join,
+    Node,
+    Projection,
+    Selection,
+    SortKey,
+    Source,
+    Task,
+    Union,
+    column_expr,
+)
+
+JObj = Any  # a py4j JavaObject
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    table: str
+    key: tuple[str, ...]
+    snapshot: str
+
+
+SourceResolver = Callable[[list[str]], SourceRef | None]
+
+_TRANSPARENT = {"SubqueryAlias", "View", "ResolvedHint"}
+_SUBQUERY_EXPRS = {
+    "ScalarSubquery": "scalar subquery",
+    "Exists": "EXISTS subquery",
+    "ListQuery": "IN subquery",
+    "InSubquery": "IN subquery",
+    "LateralSubquery": "lateral subquery",
+    "OuterReference": "correlated reference",
+}
+_SUBQUERY_HINT = (
+    "Rewrite the subquery as a join: NOT EXISTS / NOT IN as a LEFT ANTI JOIN, EXISTS / IN as a LEFT SEMI JOIN"
+)
+_OPERATOR_HINTS = {
+    "Window": "window functions are not one of σ π ⋈ α ∪ − φ",
+    "Generate": "explode/generators are not supported",
+    "Expand": "ROLLUP/CUBE/GROUPING SETS are not supported",
+    "Intersect": "write INTERSECT as a LEFT SEMI JOIN on all columns",
+    "Deduplicate": "use distinct() or GROUP BY instead of dropDuplicates on a subset",
+    "LocalRelation": "inline data has no stable row ids: register it with register_table()",
+    "LogicalRDD": "an in-memory DataFrame has no stable row ids: register it with register_table()",
+}
+
+
+def parse_dataframe(df: DataFrame, resolve: SourceResolver, text: str = "") -> Task:
+    """The task a (classic, not Spark Connect) DataFrame computes."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise UnsupportedTaskError("Spark Connect DataFrame", "task", "use a classic SparkSession")
+    plan = jdf.queryExecution().analyzed()
+    return _Parser(df.sparkSession._jvm, resolve).task(plan, text)
+
+
+def col_id(name: str, expr_id: int | str) -> str:
+    """Unique, SQL-safe column id: the user's name (sanitised) plus Spark's expression id."""
+    safe = re.sub(r"\W+", "_", name).strip("_")[:40] or "col"
+    return f"{safe}__{expr_id}"
+
+
+class _Parser:
+    def __init__(self, jvm: Any, resolve: SourceResolver) -> None:
+        self.jvm = jvm
+        self.resolve = resolve
+        self.unresolved = jvm.org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
+        self.to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
+        self.fresh = 0
+        self.path: list[str] = []
+
+    # --- helpers ------------------------------------------------------------------------------
+    def _where(self) -> str:
+        return " > ".join(self.path) or "task"
+
+    def _fresh_id(self, name: str) -> str:
+        self.fresh += 1
+        return col_id(name, f"u{self.fresh}")
+
+    @staticmethod
+    def _list(seq: JObj) -> list[JObj]:
+        return [seq.apply(i) for i in range(seq.size())]
+
+    def _cols(self, plan: JObj) -> tuple[Col, ...]:
+        return tuple(self._attr_col(a) for a in self._list(plan.output()))
+
+    @staticmethod
+    def _attr_col(attr: JObj) -> Col:
+        return Col(col_id(attr.name(), attr.exprId().id()), attr.name(), attr.dataType().simpleString())
+
+    def expr(self, e: JObj, udf_cols: dict[str, Col] | None = None) -> Expr:
+        """SQL text of a JVM expression over column ids; UDF calls become their value columns."""
+        refs: set[str] = set()
+        rewritten = self._rewrite(e, refs, udf_cols or {})
+        return Expr(rewritten.sql(), frozenset(refs))
+
+    def _rewrite(self, e: JObj, refs: set[str], udf_cols: dict[str, Col]) -> JObj:
+        cls = e.getClass().getSimpleName()
+        if cls in _SUBQUERY_EXPRS:
+            raise UnsupportedTaskError(_SUBQUERY_EXPRS[cls], self._where(), _SUBQUERY_HINT)
+        if cls == "AttributeReference":
+            cid = col_id(e.name(), e.exprId().id())
+            refs.add(cid)
+            return self.unresolved.quoted(cid)
+        if cls == "PythonUDF":
+            key = self._udf_key(e)
+            if key not in udf_cols:
+                raise UnsupportedTaskError(
+                    f"UDF {e.name()!r} inside a join condition or sort key",
+                    self._where(),
+                    "apply the UDF in a select/withColumn before the join",
+                )
+            cid = udf_cols[key].id
+            refs.add(cid)
+            return self.unresolved.quoted(cid)
+        if not e.deterministic():
+            raise UnsupportedTaskError(
+                f"non-deterministic expression {e.prettyName()}()",
+                self._where(),
+                "lineage is traced by recomputation, which needs deterministic expressions",
+            )
+        kids = self._list(e.children())
+        if not kids:
+            return e
+        return e.withNewChildren(self.to_seq([self._rewrite(k, refs, udf_cols) for k in kids]))
+
+    def _udf_key(self, e: JObj) -> str:
+        return e.toString()
+
+    # --- task ---------------------------------------------------------------------------------
+    def task(self, plan: JObj, text: str) -> Task:
+        output = self._cols(plan)
+        limit: int | None = None
+        order: tuple[SortKey, ...] = ()
+        node = plan
+        while True:
+            name = node.nodeName()
+            if name == "GlobalLimit" and limit is None and not order:
+                limit = int(node.limitExpr().toString())
+            elif name == "LocalLimit" or name in _TRANSPARENT:
+                pass
+            elif name == "Sort" and not order and getattr(node, "global")():
+                self.path = ["Sort"]
+                order = tuple(self._sort_key(s) for s in self._list(node.order()))
+            elif name == "Project" and self._is_pure_select(node):
+                pass
+            else:
+                break
+            node = node.child()
+        self.path = []
+        root = self.node(node)
+        return Task(root=root, output=output, order=order, limit=limit, text=text)
+
+    def _sort_key(self, s: JObj) -> SortKey:
+        return SortKey(
+            expr=self.expr(s.child()),
+            ascending=s.direction().sql() == "ASC",
+            nulls_first=s.nullOrdering().sql() == "NULLS FIRST",
+        )
+
+    def _is_pure_select(self, project: JObj) -> bool:
+        """A projection onto existing columns above a sort/limit (no new values)."""
+        child = project.child().nodeName()
+        items = self._list(project.projectList())
+        plain = all(i.getClass().getSimpleName() == "AttributeReference" for i in items)
+        return plain and child in ("Sort", "GlobalLimit", "LocalLimit")
+
+    # --- operators ----------------------------------------------------------------------------
+    def node(self, plan: JObj) -> Node:
+        name = plan.nodeName()
+        self.path.append(name)
+        try:
+            if name in _TRANSPARENT:
+                return self.node(plan.child())
+            handler = getattr(self, f"_op_{name}", None)
+            if handler is None:
+                hint = _OPERATOR_HINTS.get(name, "only σ π ⋈ α ∪ − φ are supported")
+                raise UnsupportedTaskError(f"operator {name}", self._where(), hint)
+            return handler(plan)
+        finally:
+            self.path.pop()
+
+    def _op_LogicalRelation(self, plan: JObj) -> Node:
+        location = plan.relation().location()
+        paths = [p.toString() for p in self._list(location.rootPaths())]
+        ref = self.resolve(paths)
+        if ref is None:
+            raise UnknownSourceError(
+                f"the task reads {', '.join(paths)}, which is not a registered source table; "
+                "register it with LineageSession.register_table() and read it through "
+                "session.table(name) or SQL"
+            )
+        cols = self._cols(plan)
+        by_name = {c.name.lower(): c.id for c in cols}
+        missing = [k for k in ref.key if k.lower() not in by_name]
+        if missing:
+            raise UnknownSourceError(f"source {ref.table!r} has no key column(s) {missing}")
+        key = tuple(by_name[k.lower()] for k in ref.key)
+        return Source(table=ref.table, cols=cols, key=key, snapshot=ref.snapshot)
+
+    def _op_Filter(self, plan: JObj) -> Node:
+        condition = plan.condition()
+        child = self.node(plan.child())
+        udf_calls = self._udf_calls([condition])
+        if not udf_calls:
+            return Selection(child, self._conjuncts(condition, {}))
+        with_udfs, udf_cols = self._functions(child, udf_calls, {})
+        selected = Selection(with_udfs, self._conjuncts(condition, udf_cols))
+        return Projection(selected, tuple((c, column_expr(c)) for c in child.columns))
+
+    def _conjuncts(self, e: JObj, udf_cols: dict[str, Col]) -> tuple[Expr, ...]:
+        if e.getClass().getSimpleName() == "And":
+            return self._conjuncts(e.left(), udf_cols) + self._conjuncts(e.right(), udf_cols)
+        return (self.expr(e, udf_cols),)
+
+    def _op_Project(self, plan: JObj) -> Node:
+        items = self._list(plan.projectList())
+        child = self.node(plan.child())
+        udf_calls = self._udf_calls(items)
+        aliases = {
+            self._udf_key(i.child()): self._attr_col(i.toAttribute())
+            for i in items
+            if i.getClass().getSimpleName() == "Alias" and i.child().getClass().getSimpleName() == "PythonUDF"
+        }
+        node, udf_cols = self._functions(child, udf_calls, aliases)
+        outputs = tuple((self._attr_col(i.toAttribute()), self._item_expr(i, udf_cols)) for i in items)
+        visible = tuple(c for c in node.columns if not c.is_reason)
+        if tuple(c for c, _ in outputs) == visible and all(e.is_column() == c.id for c, e in outputs):
+            return node  # the projection only appends UDF values: φ alone (Definition 4)
+        return Projection(node, outputs)
+
+    def _item_expr(self, item: JObj, udf_cols: dict[str, Col]) -> Expr:
+        if item.getClass().getSimpleName() == "Alias":
+            return self.expr(item.child(), udf_cols)
+        return self.expr(item, udf_cols)
+
+    def _udf_calls(self, exprs: list[JObj]) -> list[JObj]:
+        """PythonUDF calls, innermost first, each call once."""
+        found: dict[str, JObj] = {}
+
+        def visit(e: JObj) -> None:
+            for k in self._list(e.children()):
+                visit(k)
+            if e.getClass().getSimpleName() == "PythonUDF":
+                found.setdefault(self._udf_key(e), e)
+
+        for e in exprs:
+            visit(e)
+        return list(found.values())
+
+    def _functions(
+        self, child: Node, calls: list[JObj], aliases: dict[str, Col]
+    ) -> tuple[Node, dict[str, Col]]:
+        """Stack one φ per UDF call on ``child``; returns the top and call → value column."""
+        udf_cols: dict[str, Col] = {}
+        node = child
+        for call in calls:
+            name = call.name()
+            if not registered(name):
+                raise UnsupportedTaskError(
+                    f"UDF {name!r} is not a ReasoningUDF",
+                    self._where(),
+                    "declare it as a reasoning_udfs.ReasoningUDF with main() and main_with_reason()",
+                )
+            udf = lookup(name)
+            args = tuple(self.expr(a, udf_cols) for a in self._list(call.children()))
+            key = self._udf_key(call)
+            value = aliases.get(key) or Col(self._fresh_id(name), name, call.dataType().simpleString())
+            reason = Col(f"{value.id}_reason", f"{value.name}_reason", udf.reason_type, is_reason=True)
+            node = Function(node, name, args, value, reason)
+            udf_cols[key] = value
+        return node, udf_cols
+
+    def _op_Join(self, plan: JObj) -> Node:
+        join_type = plan.joinType().toString()
+        cond = plan.condition()
+        left = self.node(plan.left())
+        right = self.node(plan.right())
+        condition = self._conjuncts(cond.get(), {}) if cond.isDefined() else ()
+        if cond.isDefined() and self._udf_calls([cond.get()]):
+            raise UnsupportedTaskError(
+                "UDF call in a join condition",
+                self._where(),
+                "apply the UDF in a select/withColumn before the join",
+            )
+        if join_type in ("Inner", "Cross"):
+            inputs: list[Node] = []
+            conds: list[Expr] = []
+            for side in (left, right):
+                if isinstance(side, Join) and not side.semi:
+                    inputs += side.inputs
+                    conds += side.condition
+                else:
+                    inputs.append(side)
+            return Join(tuple(inputs), tuple(conds) + condition)
+        if join_type == "LeftSemi":
+            return Join((left, right), condition, semi=True)
+        if join_type == "LeftAnti":
+            return Difference(left, Join((left, right), condition, semi=True), "anti")
+        readable = re.sub(r"(?<!^)([A-Z])", r" \1", join_type).lower()
+        raise UnsupportedTaskError(
+            f"{readable} join",
+            self._where(),
+            "only inner, cross, left semi and left anti joins are supported",
+        )
+
+    def _op_Aggregate(self, plan: JObj) -> Node:
+        child = self.node(plan.child())
+        groups = self._list(plan.groupingExpressions())
+        items = self._list(plan.aggregateExpressions())
+        calls = self._udf_calls(groups + items)
+        node, udf_cols = self._functions(child, calls, {}) if calls else (child, {})
+        outputs = [(self._attr_col(i.toAttribute()), self._item_expr(i, udf_cols)) for i in items]
+        key_ids: list[str] = []
+        hidden = False
+        for g in groups:
+            g_expr = self.expr(g, udf_cols)
+            match = next((c for c, e in outputs if e.sql == g_expr.sql), None)
+            if match is None:
+                match = Col(self._fresh_id("group_key"), "group_key", g.dataType().simpleString())
+                outputs.append((match, g_expr))
+                hidden = True
+            key_ids.append(match.id)
+        agg = Aggregation(node, tuple(outputs), tuple(key_ids))
+        if not hidden:
+            return agg
+        visible = [self._attr_col(i.toAttribute()) for i in items]
+        return Projection(agg, tuple((c, column_expr(c)) for c in visible))
+
+    def _op_Distinct(self, plan: JObj) -> Node:
+        child = self.node(plan.child())
+        cols = child.match_columns()
+        return Aggregation(child, tuple((c, column_expr(c)) for c in cols), tuple(c.id for c in cols))
+
+    def _op_Union(self, plan: JObj) -> Node:
+        inputs = tuple(self.node(c) for c in self._list(plan.children()))
+        return Union(inputs, self._cols(plan))
+
+    def _op_Except(self, plan: JObj) -> Node:
+        left = self.node(plan.left())
+        right = self.node(plan.right())
+        return Difference(left, right, "all" if plan.isAll() else "distinct")

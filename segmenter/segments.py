@@ -1,0 +1,152 @@
+"""Segmentation (paper §5.1-5.2): split an operator tree into Non-D and D segments.
+
+Non-D pattern, top to bottom: ``φ* α* (∪|π|σ)* (π|σ|⋈)*`` with nested grouping keys for
+stacked aggregations; D: a single difference. Longest match, top-down from the root, the
+operator order left exactly as given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from segmenter.operators import (
+    Aggregation,
+    Difference,
+    Function,
+    Join,
+    Node,
+    Projection,
+    Selection,
+    Source,
+    Union,
+)
+
+
+@dataclass(frozen=True)
+class Segment:
+    id: int
+    kind: str  # "non-d" or "d"
+    top: Node
+    functions: tuple[Function, ...]  # φ chain, top first
+    aggregations: tuple[Aggregation, ...]  # α chain, top first
+    body: Node | None  # top of the (∪|π|σ)*(π|σ|⋈)* part; None if the α/φ chain reads a leaf
+    operators: tuple[Node, ...]  # every operator of the segment, pre-order
+    leaves: tuple[Node, ...]  # inputs: source tables or tops of child segments
+    children: tuple[Segment, ...]  # child segments, in leaf order
+
+    @property
+    def is_d(self) -> bool:
+        return self.kind == "d"
+
+    def walk(self) -> Iterator[Segment]:
+        """Pre-order over this segment and all segments below it."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def pattern(self) -> str:
+        return "-".join(op.symbol for op in self.operators)
+
+    def child_for(self, leaf: Node) -> Segment | None:
+        """The child segment whose top is ``leaf`` (None for a source table)."""
+        for child in self.children:
+            if child.top is leaf:
+                return child
+        return None
+
+
+def nested_keys(upper: Aggregation, lower: Aggregation) -> bool:
+    """G_upper ⊆ G_lower: the upper grouping keys read only the lower grouping keys."""
+    lower_keys = {c.id for c, _ in lower.keys}
+    return all(expr.refs <= lower_keys for _, expr in upper.keys)
+
+
+def segment(root: Node) -> Segment:
+    """Segment the tree below ``root``; returns the root segment (children hang below)."""
+    counter = iter(range(1 << 30))
+    return _segment(root, counter)
+
+
+def _segment(top: Node, counter: Iterator[int]) -> Segment:
+    seg_id = next(counter)
+    if isinstance(top, Difference):
+        leaves: tuple[Node, ...] = (top.left, top.right)
+        return _make(seg_id, "d", top, (), (), None, (top,), leaves, counter)
+
+    operators: list[Node] = []
+    node = top
+    functions: list[Function] = []
+    while isinstance(node, Function):
+        functions.append(node)
+        operators.append(node)
+        node = node.child
+    aggregations: list[Aggregation] = []
+    while isinstance(node, Aggregation) and (not aggregations or nested_keys(aggregations[-1], node)):
+        aggregations.append(node)
+        operators.append(node)
+        node = node.child
+    leaves: list[Node] = []
+    body = None
+    if _is_body(node, below_join=False):
+        body = node
+        _collect_body(node, False, operators, leaves)
+    elif operators:
+        leaves.append(node)
+    else:
+        raise ValueError(f"cannot start a segment at {type(top).__name__}")
+    return _make(
+        seg_id,
+        "non-d",
+        top,
+        tuple(functions),
+        tuple(aggregations),
+        body,
+        tuple(operators),
+        tuple(leaves),
+        counter,
+    )
+
+
+def _make(
+    seg_id: int,
+    kind: str,
+    top: Node,
+    functions: tuple[Function, ...],
+    aggregations: tuple[Aggregation, ...],
+    body: Node | None,
+    operators: tuple[Node, ...],
+    leaves: tuple[Node, ...],
+    counter: Iterator[int],
+) -> Segment:
+    children = tuple(_segment(leaf, counter) for leaf in leaves if not isinstance(leaf, Source))
+    return Segment(seg_id, kind, top, functions, aggregations, body, operators, leaves, children)
+
+
+def _is_body(node: Node, below_join: bool) -> bool:
+    if isinstance(node, (Projection, Selection, Join)):
+        return True
+    return isinstance(node, Union) and not below_join
+
+
+def _collect_body(node: Node, below_join: bool, operators: list[Node], leaves: list[Node]) -> None:
+    operators.append(node)
+    below = below_join or isinstance(node, Join)
+    for child in node.children:
+        if _is_body(child, below):
+            _collect_body(child, below, operators, leaves)
+        else:
+            leaves.append(child)
+
+
+def render_segments(root: Segment) -> str:
+    """One line per segment: id, kind, operator pattern, inputs."""
+    lines = []
+    for seg in root.walk():
+        inputs = []
+        for leaf in seg.leaves:
+            child = seg.child_for(leaf)
+            inputs.append(f"segment {child.id}" if child else f"table {leaf.table}")  # type: ignore[attr-defined]
+        kind = "D" if seg.is_d else "Non-D"
+        lines.append(f"segment {seg.id} [{kind}] {seg.pattern()}  <- {', '.join(inputs)}")
+    return "\n".join(lines)

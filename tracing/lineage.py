@@ -1,0 +1,160 @@
+"""The answer to "where did these rows come from, and why": AL(Ō) = (SL, RL).
+
+Rows stay Spark DataFrames (checkpointed, so asking twice costs nothing more); the
+accessors collect them. ``str()`` gives a readable report, :meth:`to_json` a portable one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Row
+
+SHOW_ROWS = 10
+
+
+@dataclass(frozen=True)
+class ReasoningRows:
+    """⟨E, Value, Reason⟩ of one reasoning-mode function operator's rows in the lineage."""
+
+    udf: str
+    segment: int
+    inputs: tuple[str, ...]  # names of the attributes E
+    value: str
+    reason: str
+    rows: DataFrame
+
+
+@dataclass(frozen=True)
+class TraceStat:
+    segment: int
+    kind: str
+    pattern: str
+    seconds: float
+    rows_in: int | None  # None: all rows of the segment
+    rows_out: dict[str, int | None]  # per input; None: all of it
+
+
+@dataclass
+class AugmentedLineage:
+    source: dict[str, DataFrame]
+    reasoning: list[ReasoningRows]
+    queries: list[TraceStat]
+    targets: DataFrame | None = None
+    keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+
+    # --- accessors ----------------------------------------------------------------------------
+    @property
+    def tables(self) -> list[str]:
+        return sorted(self.source)
+
+    def source_rows(self, table: str) -> list[dict[str, Any]]:
+        """Rows of ``table`` in the source lineage, sorted; [] when none contribute."""
+        if table not in self.source:
+            return []
+        if table not in self._cache:
+            self._cache[table] = _sorted_dicts(self.source[table].collect())
+        return self._cache[table]
+
+    def source_ids(self, table: str) -> set[tuple[Any, ...]]:
+        """Stable ids (key values) of ``table``'s rows in the source lineage."""
+        key = self.keys.get(table)
+        if not key:
+            raise KeyError(f"no key known for table {table!r}")
+        return {tuple(r[k] for k in key) for r in self.source_rows(table)}
+
+    def reasoning_rows(self, udf: str | None = None) -> list[dict[str, Any]]:
+        """⟨E, Value, Reason⟩ rows, each tagged with its UDF and segment."""
+        out = []
+        for entry in self.reasoning:
+            if udf is not None and entry.udf != udf:
+                continue
+            for r in _sorted_dicts(entry.rows.collect()):
+                out.append(
+                    {
+                        "udf": entry.udf,
+                        "segment": entry.segment,
+                        "inputs": {k: r[k] for k in entry.inputs},
+                        "value": r[entry.value],
+                        "reason": r[entry.reason],
+                    }
+                )
+        return out
+
+    @property
+    def seconds(self) -> float:
+        return sum(q.seconds for q in self.queries)
+
+    # --- presentation -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "targets": _sorted_dicts(self.targets.collect()) if self.targets is not None else None,
+            "source_lineage": {t: self.source_rows(t) for t in self.tables},
+            "reasoning_lineage": self.reasoning_rows(),
+            "tracing_queries": [q.__dict__ for q in self.queries],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+    def __str__(self) -> str:
+        lines = []
+        if self.targets is not None:
+            targets = _sorted_dicts(self.targets.collect())
+            lines.append(f"Augmented lineage of {len(targets)} output row(s)")
+            lines += [f"  {_fmt(r)}" for r in targets[:SHOW_ROWS]]
+            lines += _more(len(targets))
+        lines.append("Source lineage")
+        for table in self.tables:
+            rows = self.source_rows(table)
+            lines.append(f"  {table}: {len(rows)} row(s)")
+            lines += [f"    {_fmt(r)}" for r in rows[:SHOW_ROWS]]
+            lines += _more(len(rows), "    ")
+        lines.append("Reasoning lineage")
+        if not self.reasoning:
+            lines.append("  (no function operator ran in reasoning mode on the way)")
+        for entry in self.reasoning:
+            rows = [r for r in self.reasoning_rows(entry.udf) if r["segment"] == entry.segment]
+            lines.append(f"  {entry.udf} (segment {entry.segment}): {len(rows)} call(s)")
+            for r in rows[:SHOW_ROWS]:
+                lines.append(
+                    f"    {_fmt(r['inputs'])} -> {entry.value}={r['value']!r}  reason={_plain(r['reason'])}"
+                )
+            lines += _more(len(rows), "    ")
+        lines.append(f"Tracing queries ({self.seconds:.2f} s)")
+        for q in self.queries:
+            outs = ", ".join(f"{k}: {'all' if v is None else v}" for k, v in q.rows_out.items())
+            rows_in = "all" if q.rows_in is None else q.rows_in
+            lines.append(
+                f"  segment {q.segment} [{q.kind}] {q.pattern}: {q.seconds:.3f} s, "
+                f"rows in {rows_in}, out {outs}"
+            )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{t}: {len(self.source_rows(t))}" for t in self.tables)
+        return f"<AugmentedLineage source=({counts}) reasoning={len(self.reasoning_rows())} calls>"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Row):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _sorted_dicts(rows: list[Row]) -> list[dict[str, Any]]:
+    dicts = [{k: _plain(v) for k, v in r.asDict().items()} for r in rows]
+    return sorted(dicts, key=lambda d: json.dumps(d, sort_keys=True, default=str))
+
+
+def _fmt(row: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_plain(v)!r}" for k, v in row.items())
+
+
+def _more(n: int, pad: str = "  ") -> list[str]:
+    return [f"{pad}... {n - SHOW_ROWS} more"] if n > SHOW_ROWS else []

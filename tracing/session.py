@@ -1,0 +1,247 @@
+"""The AL manager (paper §6.2): register sources, run tasks under a strategy, and ask any
+run, in this process or a later one, for the augmented lineage of its output rows.
+
+    als = LineageSession(store="al_store")
+    als.register_table("client", client_df, key="ClientID")
+    run = als.run(task_dataframe_or_sql, strategy="fm")
+    print(run.lineage(where="Judge = 'Reject'"))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import Any
+
+import pandas as pd
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from materialization.compile import ref, visible
+from materialization.execute import execute_run, translate_udf_errors
+from materialization.pushdown import Restriction
+from materialization.restore import Restorer
+from materialization.spark import spark_session
+from materialization.store import ResultsStore, new_id
+from materialization.strategies import check_strategy
+from segmenter.errors import LineageError
+from segmenter.operators import Source, Task, from_dict
+from segmenter.parser import parse_dataframe
+from segmenter.segments import Segment, render_segments, segment
+from tracing.derive import derive
+from tracing.lineage import AugmentedLineage
+
+
+class TargetNotFoundError(LineageError):
+    """Lineage was asked for rows that are not in the run's output."""
+
+
+TableData = DataFrame | pd.DataFrame | str
+
+
+class LineageSession:
+    def __init__(
+        self,
+        spark: SparkSession | None = None,
+        store: str = "al_store",
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.spark = spark or spark_session()
+        self.store = ResultsStore(self.spark, store)
+        self.store.check_writable()
+        self.progress = progress or (lambda msg: None)
+
+    # --- sources ------------------------------------------------------------------------------
+    def register_table(self, name: str, data: TableData, key: str | Sequence[str] | None = None) -> DataFrame:
+        """Persist ``data`` (DataFrame, pandas DataFrame or Parquet path) as source ``name``.
+
+        ``key`` names the column(s) that identify a row; without one, a ``_rid`` column of
+        stable row ids is added and stored with the data."""
+        if isinstance(data, pd.DataFrame):
+            data = self.spark.createDataFrame(data)
+        elif isinstance(data, str):
+            data = self.spark.read.parquet(data)
+        keys = [key] if isinstance(key, str) else list(key) if key else None
+        self.progress(f"registering source table {name}")
+        self.store.register_source(name, data, keys)
+        return self.table(name)
+
+    def table(self, name: str) -> DataFrame:
+        """The current snapshot of source ``name`` (also registered as a SQL view)."""
+        ref_ = self.store.current_source(name)
+        df = self.spark.read.parquet(ref_.snapshot)
+        df.createOrReplaceTempView(name)
+        return df
+
+    def sql(self, query: str) -> DataFrame:
+        """A Spark SQL query over the registered source tables."""
+        for name in self.store.list_dirs(self.store.path("sources")):
+            self.table(name)
+        try:
+            return self.spark.sql(query)
+        except (AnalysisException, ParseException) as exc:
+            raise LineageError(f"invalid SQL task: {_first_line(exc)}") from None
+
+    # --- tasks --------------------------------------------------------------------------------
+    def parse(self, task: DataFrame | str) -> Task:
+        """The operator tree of a DataFrame or SQL task."""
+        text = task if isinstance(task, str) else ""
+        df = self.sql(task) if isinstance(task, str) else task
+        return parse_dataframe(df, self.store.resolve, text)
+
+    def run(self, task: DataFrame | str, strategy: str = "fm", run_id: str | None = None) -> Run:
+        """Run ``task`` under ``strategy`` (rerun, full or fm) and persist it."""
+        check_strategy(strategy)
+        parsed = self.parse(task)
+        root = segment(parsed.root)
+        run_id = run_id or new_id("r")
+        self.progress(f"run {run_id}: {strategy}, {len(list(root.walk()))} segment(s)")
+        record = execute_run(self.spark, self.store, parsed, root, strategy, run_id, self.progress)
+        return Run(self, record, parsed, root)
+
+    def load_run(self, run_id: str) -> Run:
+        """A run persisted earlier, possibly by another process."""
+        record = self.store.read_run(run_id)
+        for module in set(record.get("udfs", {}).values()):
+            # only needed to recompute; a clear error comes then if the module is missing
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
+        task = from_dict(record["task"])
+        return Run(self, record, task, segment(task.root))
+
+    def runs(self) -> list[str]:
+        return self.store.run_ids()
+
+
+class Run:
+    """A task run kept in the results store."""
+
+    def __init__(self, session: LineageSession, record: dict[str, Any], task: Task, root: Segment):
+        self.session = session
+        self.record = record
+        self.task = task
+        self.root = root
+
+    @property
+    def id(self) -> str:
+        return self.record["run_id"]
+
+    @property
+    def strategy(self) -> str:
+        return self.record["strategy"]
+
+    @property
+    def dir(self) -> str:
+        return self.session.store.run_dir(self.id)
+
+    @cached_property
+    def _stored_output(self) -> DataFrame:
+        return self.session.spark.read.parquet(f"{self.dir}/{self.record['output']['dir']}")
+
+    @property
+    def output(self) -> DataFrame:
+        """The task's result as the user's query defines it."""
+        return visible(self.task, self._stored_output)
+
+    def tree(self) -> str:
+        return self.task.render()
+
+    def segments(self) -> str:
+        return render_segments(self.root)
+
+    @property
+    def stored_tuples(self) -> int:
+        return sum(s["rows"] for s in self.record["stored"].values())
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(s["bytes"] for s in self.record["stored"].values())
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} strategy={self.strategy} output_rows={self.record['output']['rows']}>"
+
+    # --- lineage ------------------------------------------------------------------------------
+    def lineage(
+        self,
+        where: str | None = None,
+        rows: Sequence[dict[str, Any] | Sequence[Any]] | None = None,
+        sample: int | None = None,
+        seed: int = 0,
+    ) -> AugmentedLineage:
+        """Augmented lineage of output rows: those matching the SQL predicate ``where``, the
+        given ``rows`` (dicts by column name, or tuples in output column order), ``sample``
+        rows drawn with ``seed``, or, with none of these, every output row."""
+        if sum(x is not None for x in (where, rows, sample)) > 1:
+            raise ValueError("give at most one of where=, rows=, sample=")
+        chosen = self._choose(where, rows, sample, seed).localCheckpoint()
+        count = chosen.count()
+        if count == 0:
+            raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
+        root_ids = [c.id for c in self.task.root.columns]
+        match = {c.id: c.id for c in self.task.root.match_columns()}
+        complete = self.record["mode"] == "reasoning"
+        targets = Restriction(chosen.select(*[ref(c) for c in root_ids]), match, count, complete)
+        restorer = Restorer(self.session.spark, self.dir, self.record["stored"])
+        with translate_udf_errors():
+            result = derive(self.root, targets, restorer)
+        result.targets = visible(self.task, chosen)
+        result.keys = _source_keys(self.task)
+        return result
+
+    def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:
+        out = self._stored_output
+        named = out.select(*out.columns, *[ref(c.id).alias(c.name) for c in self.task.output])
+        names = [c.name for c in self.task.output]
+        if where is not None:
+            try:
+                chosen = named.filter(F.expr(where))
+                _ = chosen.schema  # analyse now, so a bad predicate fails here
+            except (AnalysisException, ParseException) as exc:
+                raise LineageError(f"invalid where={where!r}: {_first_line(exc)}") from None
+        elif rows is not None:
+            chosen = self._rows(named, names, rows)
+        elif sample is not None:
+            match = [ref(c.id) for c in self.task.root.match_columns()]
+            order = F.xxhash64(F.lit(seed), *match)
+            chosen = named.orderBy(order).limit(sample)
+        else:
+            chosen = named
+        return chosen.select(*out.columns)
+
+    def _rows(self, named: DataFrame, names: list[str], rows: Any) -> DataFrame:
+        if not rows:
+            raise ValueError("rows= is empty")
+        for r in rows:
+            if not isinstance(r, dict) and len(r) != len(names):
+                raise LineageError(f"row {tuple(r)!r} has {len(r)} values; the output has {names}")
+        wanted = [dict(r) if isinstance(r, dict) else dict(zip(names, r)) for r in rows]
+        unknown = {k for r in wanted for k in r} - set(names)
+        if unknown:
+            raise LineageError(f"rows= names unknown column(s) {sorted(unknown)}; output has {names}")
+        cols = sorted({k for r in wanted for k in r}, key=names.index)
+        schema = named.select(*cols).schema
+        given = self.session.spark.createDataFrame([tuple(r.get(c) for c in cols) for r in wanted], schema)
+        found = given.join(named.select(*cols), [given[c].eqNullSafe(named[c]) for c in cols], "left_anti")
+        missing = found.collect()
+        if missing:
+            raise TargetNotFoundError(
+                f"{len(missing)} of the given rows are not in the output of run {self.id}, "
+                f"e.g. {missing[0].asDict()}"
+            )
+        return named.join(given, [named[c].eqNullSafe(given[c]) for c in cols], "left_semi")
+
+
+def _source_keys(task: Task) -> dict[str, tuple[str, ...]]:
+    keys = {}
+    for node in task.root.walk():
+        if isinstance(node, Source):
+            names = {c.id: c.name for c in node.cols}
+            keys[node.table] = tuple(names[k] for k in node.key)
+    return keys
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0]

@@ -21,6 +21,7 @@ def spark_session(master: str | None = None, app: str = "augmented-lineage") -> 
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", os.environ.get("AL_SHUFFLE_PARTITIONS", "4"))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("AL_DRIVER_MEMORY", "2g"))

@@ -8,8 +8,8 @@ Layout under the store URI (any URI Spark's Hadoop FileSystem can write):
     runs/<run_id>/output/                  the task output (all root columns)
     runs/<run_id>/segment-<id>/            stored intermediate results
 
-A run is written under ``runs/.staging-<run_id>`` and renamed into place only when complete,
-so a crash never leaves a run that looks finished.
+A run is written under ``runs/staging-<run_id>`` and renamed into place only when complete,
+so a crash never leaves a run that looks finished. (No leading dot: Spark skips hidden paths.)
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from segmenter.parser import SourceRef
 
 ROW_ID = "_rid"
 SOURCE_META = "_al_source.json"
+STAGING = "staging-"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -141,7 +142,7 @@ class ResultsStore:
             key = (ROW_ID,)
         snapshot_id = new_id("s")
         final = self.path("sources", name, snapshot_id)
-        staging = self.path("sources", name, f".staging-{snapshot_id}")
+        staging = self.path("sources", name, f"{STAGING}{snapshot_id}")
         try:
             self.write_parquet(df, staging)
             rows = self.spark.read.parquet(staging).count()
@@ -160,10 +161,15 @@ class ResultsStore:
         self.write_text(self.path("sources", name, "CURRENT"), snapshot_id)
         return SourceRef(name, key, final)
 
+    def source_names(self) -> list[str]:
+        """Registered source tables (those with a committed snapshot)."""
+        names = self.list_dirs(self.path("sources"))
+        return [n for n in names if self.exists(self.path("sources", n, "CURRENT"))]
+
     def current_source(self, name: str) -> SourceRef:
         pointer = self.path("sources", name, "CURRENT")
         if not self.exists(pointer):
-            known = ", ".join(self.list_dirs(self.path("sources"))) or "none"
+            known = ", ".join(self.source_names()) or "none"
             raise StoreError(f"no source table {name!r} in {self.uri} (registered: {known})")
         snapshot = self.path("sources", name, self.read_text(pointer).strip())
         return self.source_at(snapshot)
@@ -189,13 +195,13 @@ class ResultsStore:
         return self.path("runs", run_id)
 
     def staging_dir(self, run_id: str) -> str:
-        return self.path("runs", f".staging-{run_id}")
+        return self.path("runs", f"{STAGING}{run_id}")
 
     def commit_run(self, run_id: str) -> None:
         self.rename(self.staging_dir(run_id), self.run_dir(run_id))
 
     def run_ids(self) -> list[str]:
-        return [d for d in self.list_dirs(self.path("runs")) if not d.startswith(".")]
+        return [d for d in self.list_dirs(self.path("runs")) if not d.startswith(STAGING)]
 
     def read_run(self, run_id: str) -> dict[str, Any]:
         record = f"{self.run_dir(run_id)}/run.json"

@@ -8,6 +8,7 @@ when two inputs share a column name. Expressions are Spark SQL text over those i
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -292,10 +293,18 @@ class Task:
         return "\n".join(lines)
 
 
+_ID = re.compile(r"`?([A-Za-z0-9_]+?)__u?\d+`?")
+
+
+def pretty(sql: str) -> str:
+    """SQL for people: column ids shown as the user's column names."""
+    return _ID.sub(r"\1", sql)
+
+
 def render_tree(node: Node, indent: int = 0) -> str:
     """Indented tree, one operator a line with its attributes and conditions."""
     pad = "  " * indent
-    lines = [f"{pad}{node.symbol} {type(node).__name__}: {node.describe()}"]
+    lines = [f"{pad}{node.symbol} {type(node).__name__}: {pretty(node.describe())}"]
     lines += [render_tree(child, indent + 1) for child in node.children]
     return "\n".join(lines)
 

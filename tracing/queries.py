@@ -57,6 +57,7 @@ def trace_non_d(seg: Segment, targets: Restriction | None, restorer: Restorer) -
             match = {c.id for c in body_top.match_columns()}
         on = {v: n for v, n in targets.on.items() if n in match}
         joined = Restriction(targets.values, on, targets.rows).apply(joined)
+    joined = joined.localCheckpoint()  # evaluated once; each input's split reads it
     out = []
     for leaf in seg.leaves:
         tag = tags[id(leaf)]

@@ -78,7 +78,7 @@ class LineageSession:
 
     def sql(self, query: str) -> DataFrame:
         """A Spark SQL query over the registered source tables."""
-        for name in self.store.list_dirs(self.store.path("sources")):
+        for name in self.store.source_names():
             self.table(name)
         try:
             return self.spark.sql(query)

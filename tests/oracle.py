@@ -1,0 +1,916 @@
+"""A brute-force oracle for source and reasoning lineage (paper §4, Definitions 5-8).
+
+Test-side operator trees over tiny tables. Every node can
+
+* evaluate itself in pure Python as a bag (list) of value tuples, with Spark's semantics
+  (SQL three-valued comparisons, null-safe grouping and set operations, a global aggregate
+  over nothing still giving one row);
+* render itself as ordinary PySpark DataFrame code over ``als.table(name)`` (a DataFrame and
+  the same code as text, for failure messages);
+
+and :class:`Oracle` derives lineage from the definitions, independently of the engine:
+
+* Definition 5 by literal enumeration: every tuple (T̂₁..T̂ₘ) of subsets of the distinct
+  values of the operator's inputs is tried, the operator is evaluated on the input bags
+  restricted to the chosen values (multiplicities kept), condition (1) Op(T̂) = {o} and
+  condition (2) "every chosen tuple alone still gives output" are checked, and the lineage
+  is the component-wise greatest valid tuple (an error if there is none);
+* a per-operator formula for Definition 5 as a second oracle: it is checked against the
+  enumeration wherever both exist, and stands in where the enumeration would be too large;
+* Definition 6 by composing those per-operator lineages down the tree, which also yields
+  the intermediate lineage of Definition 7 at every node, hence the reasoning lineage of
+  Definition 8 at every function operator.
+
+A left anti join A ▷_θ B is modelled, as the engine models it, as A − (A ⋉_θ B).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from reasoning_udfs import ReasoningUDF
+
+Value = Any  # int | str | None
+Row = tuple[Value, ...]
+Bag = list[Row]
+
+# --- the model UDF --------------------------------------------------------------------------
+
+
+class OracleParity(ReasoningUDF):
+    """φ's UDF: parity of an integer; the reason states the rule applied to the value."""
+
+    name = "oracle_parity"
+    value_type = "string"
+    reason_type = "struct<rule: string>"
+
+    def main(self, x: int | None) -> str | None:
+        return self.main_with_reason(x)[0]
+
+    def main_with_reason(self, x: int | None) -> tuple[str | None, dict[str, str]]:
+        if x is None:
+            return None, {"rule": "null has no parity"}
+        return ("even" if x % 2 == 0 else "odd"), {"rule": f"{x} mod 2 = {x % 2}"}
+
+
+parity = OracleParity()
+
+
+# --- values ----------------------------------------------------------------------------------
+
+
+def sort_key(row: Iterable[Value]) -> tuple:
+    return tuple((v is None, type(v).__name__, 0 if v is None else v) for v in row)
+
+
+def distinct(bag: Iterable[Row]) -> list[Row]:
+    return sorted(set(bag), key=sort_key)
+
+
+COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+SPARK_COMPARE: dict[str, Callable[[Column, Any], Column]] = {
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+PY_OP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def sql_compare(op: str, a: Value, b: Value) -> bool:
+    """SQL comparison in a WHERE / ON clause: unknown (a null operand) does not qualify."""
+    return a is not None and b is not None and COMPARE[op](a, b)
+
+
+def _add(a: Value, b: Value) -> Value:
+    return None if a is None or b is None else a + b
+
+
+# --- operator tree ---------------------------------------------------------------------------
+
+
+class Node:
+    """An operator (or a source). ``cols`` / ``types`` describe its output."""
+
+    cols: tuple[str, ...]
+    types: tuple[str, ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        """The operator alone, on the given input bags."""
+        raise NotImplementedError
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        raise NotImplementedError
+
+    def code(self, codes: Sequence[str]) -> str:
+        raise NotImplementedError
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        """Definition 5 for this operator written out by hand (the cross-checking oracle)."""
+        raise NotImplementedError
+
+    # lineage view: the node whose Definition 5 is used (an anti join is a difference)
+    def lineage_node(self) -> Node:
+        return self
+
+    def idx(self, name: str) -> int:
+        return self.cols.index(name)
+
+    def walk(self) -> Iterable[Node]:
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def depth(self) -> int:
+        return 1 + max((c.depth() for c in self.children), default=-1)
+
+
+@dataclass(eq=False)
+class Leaf(Node):
+    """A source table; ``cols`` may rename its raw columns (a second use in the same task)."""
+
+    table: str
+    raw: tuple[str, ...]
+    types: tuple[str, ...]
+    cols: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.cols:
+            self.cols = self.raw
+
+    @property
+    def renamed(self) -> bool:
+        return self.cols != self.raw
+
+    def spark_leaf(self, als: Any) -> DataFrame:
+        df = als.table(self.table)
+        if self.renamed:
+            df = df.select(*[F.col(r).alias(c) for r, c in zip(self.raw, self.cols)])
+        return df
+
+    def leaf_code(self) -> str:
+        if not self.renamed:
+            return f"als.table({self.table!r})"
+        items = ", ".join(f"F.col({r!r}).alias({c!r})" for r, c in zip(self.raw, self.cols))
+        return f"als.table({self.table!r}).select({items})"
+
+
+@dataclass(eq=False)
+class Select(Node):
+    """σ: ``col op rhs``; ``rhs`` is a constant, or a column name when ``rhs_col``."""
+
+    child: Node
+    col: str
+    op: str
+    rhs: Value
+    rhs_col: bool = False
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.child.cols
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.child.types
+
+    def test(self, row: Row) -> bool:
+        rhs = row[self.child.idx(self.rhs)] if self.rhs_col else self.rhs
+        return sql_compare(self.op, row[self.child.idx(self.col)], rhs)
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        return [r for r in bags[0] if self.test(r)]
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        rhs = F.col(self.rhs) if self.rhs_col else F.lit(self.rhs)
+        return frames[0].filter(SPARK_COMPARE[self.op](F.col(self.col), rhs))
+
+    def code(self, codes: Sequence[str]) -> str:
+        rhs = f"F.col({self.rhs!r})" if self.rhs_col else repr(self.rhs)
+        return f"{codes[0]}.filter(F.col({self.col!r}) {PY_OP[self.op]} {rhs})"
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        return (frozenset({o}),)
+
+
+@dataclass(eq=False)
+class Project(Node):
+    """π onto ``keep`` (in that order), plus optionally ``add`` = (a, b, name): name := a + b."""
+
+    child: Node
+    keep: tuple[str, ...]
+    add: tuple[str, str, str] | None = None
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.keep + ((self.add[2],) if self.add else ())
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        kept = tuple(self.child.types[self.child.idx(c)] for c in self.keep)
+        return kept + (("long",) if self.add else ())
+
+    def project(self, row: Row) -> Row:
+        out = tuple(row[self.child.idx(c)] for c in self.keep)
+        if self.add:
+            a, b, _ = self.add
+            out += (_add(row[self.child.idx(a)], row[self.child.idx(b)]),)
+        return out
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        return [self.project(r) for r in bags[0]]
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        items: list[Column] = [F.col(c) for c in self.keep]
+        if self.add:
+            a, b, name = self.add
+            items.append((F.col(a) + F.col(b)).alias(name))
+        return frames[0].select(*items)
+
+    def code(self, codes: Sequence[str]) -> str:
+        items = [f"F.col({c!r})" for c in self.keep]
+        if self.add:
+            a, b, name = self.add
+            items.append(f"(F.col({a!r}) + F.col({b!r})).alias({name!r})")
+        return f"{codes[0]}.select({', '.join(items)})"
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        return (frozenset(t for t in bags[0] if self.project(t) == o),)
+
+
+@dataclass(eq=False)
+class Join(Node):
+    """Inner join on ``left_col op right_col`` (op '=' or '<'); op None is a cross join.
+    ``how`` 'left_semi' / 'left_anti' give the semi and anti joins."""
+
+    left: Node
+    right: Node
+    left_col: str | None = None
+    op: str | None = "="
+    right_col: str | None = None
+    how: str = "inner"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.cols + (self.right.cols if self.how == "inner" else ())
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.types + (self.right.types if self.how == "inner" else ())
+
+    def match(self, lrow: Row, rrow: Row) -> bool:
+        if self.op is None:
+            return True
+        assert self.left_col is not None and self.right_col is not None
+        a, b = lrow[self.left.idx(self.left_col)], rrow[self.right.idx(self.right_col)]
+        return sql_compare(self.op, a, b)
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        left, right = bags
+        if self.how == "inner":
+            return [lr + rr for lr in left for rr in right if self.match(lr, rr)]
+        semi = self.how == "left_semi"
+        return [lr for lr in left if any(self.match(lr, rr) for rr in right) == semi]
+
+    def _cond(self) -> Column:
+        assert self.op is not None
+        return SPARK_COMPARE[self.op](F.col(self.left_col), F.col(self.right_col))  # type: ignore[arg-type]
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        left, right = frames
+        if self.op is None:
+            if self.how == "inner":
+                return left.crossJoin(right)
+            return left.join(right, F.lit(True), self.how)
+        return left.join(right, self._cond(), self.how)
+
+    def code(self, codes: Sequence[str]) -> str:
+        left, right = codes
+        if self.op is None:
+            if self.how == "inner":
+                return f"{left}.crossJoin({right})"
+            return f"{left}.join({right}, F.lit(True), {self.how!r})"
+        cond = f"F.col({self.left_col!r}) {PY_OP[self.op]} F.col({self.right_col!r})"
+        how = "" if self.how == "inner" else f", {self.how!r}"
+        return f"{left}.join({right}, {cond}{how})"
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        if self.how == "inner":
+            n = len(self.left.cols)
+            return frozenset({o[:n]}), frozenset({o[n:]})
+        assert self.how == "left_semi"  # an anti join is traced as a difference
+        return frozenset({o}), frozenset(b for b in bags[1] if self.match(o, b))
+
+    @cached_property
+    def as_difference(self) -> Minus:
+        """A ▷_θ B = A − (A ⋉_θ B), keeping A's duplicates (how Spark's anti join counts)."""
+        semi = Join(self.left, self.right, self.left_col, self.op, self.right_col, "left_semi")
+        return Minus(self.left, semi, kind="anti")
+
+    def lineage_node(self) -> Node:
+        return self.as_difference if self.how == "left_anti" else self
+
+
+AGG_FUNCS = ("count", "count_col", "sum", "max", "min")
+
+
+@dataclass(eq=False)
+class Agg(Node):
+    """α: group by ``group`` (0 or more columns), ``aggs`` = ((func, column, name), ...),
+    func in count (count(*)), count_col, sum, max, min. ``distinct`` renders df.distinct()
+    (α on all columns, no aggregate)."""
+
+    child: Node
+    group: tuple[str, ...]
+    aggs: tuple[tuple[str, str | None, str], ...] = ()
+    distinct: bool = False
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.group + tuple(name for _, _, name in self.aggs)
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self.child.types[self.child.idx(c)] for c in self.group) + ("long",) * len(self.aggs)
+
+    def key(self, row: Row) -> Row:
+        return tuple(row[self.child.idx(c)] for c in self.group)
+
+    def _aggregate(self, func: str, col: str | None, rows: Bag) -> Value:
+        if func == "count":
+            return len(rows)
+        assert col is not None
+        vals = [r[self.child.idx(col)] for r in rows if r[self.child.idx(col)] is not None]
+        if func == "count_col":
+            return len(vals)
+        if not vals:
+            return None
+        return {"sum": sum, "max": max, "min": min}[func](vals)
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        groups: dict[Row, Bag] = defaultdict(list)
+        for r in bags[0]:
+            groups[self.key(r)].append(r)
+        if not self.group and not groups:
+            groups[()] = []  # a global aggregate over no rows still gives one row
+        return [k + tuple(self._aggregate(f, c, rows) for f, c, _ in self.aggs) for k, rows in groups.items()]
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        df = frames[0]
+        if self.distinct:
+            return df.distinct()
+        items = []
+        for func, col, name in self.aggs:
+            if func == "count":
+                items.append(F.count(F.lit(1)).alias(name))
+            else:
+                fn = {"count_col": F.count, "sum": F.sum, "max": F.max, "min": F.min}[func]
+                items.append(fn(F.col(col)).alias(name))  # type: ignore[arg-type]
+        return df.groupBy(*self.group).agg(*items)
+
+    def code(self, codes: Sequence[str]) -> str:
+        if self.distinct:
+            return f"{codes[0]}.distinct()"
+        items = []
+        for func, col, name in self.aggs:
+            if func == "count":
+                items.append(f"F.count(F.lit(1)).alias({name!r})")
+            else:
+                fn = {"count_col": "count", "sum": "sum", "max": "max", "min": "min"}[func]
+                items.append(f"F.{fn}(F.col({col!r})).alias({name!r})")
+        group = ", ".join(repr(c) for c in self.group)
+        return f"{codes[0]}.groupBy({group}).agg({', '.join(items)})"
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        g = o[: len(self.group)]
+        return (frozenset(t for t in bags[0] if self.key(t) == g),)
+
+
+def Distinct(child: Node) -> Agg:
+    return Agg(child, child.cols, (), distinct=True)
+
+
+@dataclass(eq=False)
+class Union(Node):
+    """Bag union by position (Spark's union / UNION ALL); columns named by the left input."""
+
+    left: Node
+    right: Node
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.cols
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.types
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        return list(bags[0]) + list(bags[1])
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        return frames[0].union(frames[1])
+
+    def code(self, codes: Sequence[str]) -> str:
+        return f"{codes[0]}.union({codes[1]})"
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        return tuple(frozenset({o}) & frozenset(b) for b in bags)
+
+
+@dataclass(eq=False)
+class Minus(Node):
+    """Difference: kind 'distinct' (subtract, EXCEPT DISTINCT), 'all' (exceptAll), or
+    'anti' (only as the model of an anti join: left rows, duplicates kept, not in right)."""
+
+    left: Node
+    right: Node
+    kind: str = "distinct"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.cols
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.types
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        left, right = bags
+        if self.kind == "all":
+            return list((Counter(left) - Counter(right)).elements())
+        gone = set(right)
+        kept = [r for r in left if r not in gone]
+        return kept if self.kind == "anti" else list(dict.fromkeys(kept))
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        assert self.kind != "anti", "an anti join renders as a Join(how='left_anti')"
+        return frames[0].exceptAll(frames[1]) if self.kind == "all" else frames[0].subtract(frames[1])
+
+    def code(self, codes: Sequence[str]) -> str:
+        method = "exceptAll" if self.kind == "all" else "subtract"
+        return f"{codes[0]}.{method}({codes[1]})"
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        return frozenset({o}), frozenset(bags[1])  # the paper's D-segment rule {Ō, T₂}
+
+
+@dataclass(eq=False)
+class Func(Node):
+    """φ: appends ``name`` := oracle_parity(arg) (the Reason stays hidden in the output)."""
+
+    child: Node
+    arg: str
+    name: str
+
+    udf: str = parity.name
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.child.cols + (self.name,)
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.child.types + ("string",)
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        i = self.child.idx(self.arg)
+        return [r + (parity.main(r[i]),) for r in bags[0]]
+
+    def reasoning(self, row: Row) -> tuple[str, tuple[tuple[str, Value], ...], Value, tuple]:
+        """⟨E, Value, Reason⟩ of the call that made output ``row``."""
+        x = row[self.child.idx(self.arg)]
+        value, reason = parity.main_with_reason(x)
+        assert value == row[-1]
+        return self.udf, ((self.arg, x),), value, tuple(sorted(reason.items()))
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        return frames[0].withColumn(self.name, parity(F.col(self.arg)))
+
+    def code(self, codes: Sequence[str]) -> str:
+        return f"{codes[0]}.withColumn({self.name!r}, parity(F.col({self.arg!r})))"
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        return (frozenset(t for t in bags[0] if t == o[:-1]),)
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def to_dataframe(node: Node, als: Any) -> DataFrame:
+    if isinstance(node, Leaf):
+        return node.spark_leaf(als)
+    return node.spark([to_dataframe(c, als) for c in node.children])
+
+
+def to_code(node: Node) -> str:
+    if isinstance(node, Leaf):
+        return node.leaf_code()
+    return node.code([to_code(c) for c in node.children])
+
+
+def tables_of(node: Node) -> set[str]:
+    return {n.table for n in node.walk() if isinstance(n, Leaf)}
+
+
+# --- Definition 5 by enumeration -------------------------------------------------------------
+
+
+class NoMaximumError(AssertionError):
+    """Definition 5 has valid subsets for o but no greatest one."""
+
+
+class OracleDisagreementError(AssertionError):
+    """The enumeration and the per-operator formula disagree: an oracle bug."""
+
+
+def _subsets(values: Sequence[Row]) -> list[frozenset[Row]]:
+    return [frozenset(c) for n in range(len(values) + 1) for c in itertools.combinations(values, n)]
+
+
+def definition5(
+    apply: Callable[[Sequence[Bag]], Bag], bags: Sequence[Bag], limit: int
+) -> dict[Row, tuple[frozenset[Row], ...]] | None:
+    """SL_Op(o) for every output value o of ``apply`` over ``bags``, by enumerating every
+    tuple of subsets of the inputs' distinct values; None when that is over 2**limit tuples.
+
+    For a unary operator condition (2) concerns one tuple alone, so values t with
+    Op({t}) = ∅ can never be chosen and are left out of the enumeration (an exact rewrite).
+    """
+    counts = [Counter(b) for b in bags]
+    values = [distinct(b) for b in bags]
+    if len(bags) == 1:
+        values = [[t for t in values[0] if apply([[t] * counts[0][t]])]]
+    if sum(len(v) for v in values) > limit:
+        return None
+
+    memo: dict[tuple[frozenset[Row], ...], frozenset[Row]] = {}
+
+    def run(choice: tuple[frozenset[Row], ...]) -> frozenset[Row]:
+        if choice not in memo:
+            restricted = [
+                [t for t in sorted(s, key=sort_key) for _ in range(counts[i][t])]
+                for i, s in enumerate(choice)
+            ]
+            memo[choice] = frozenset(apply(restricted))
+        return memo[choice]
+
+    valid: dict[Row, list[tuple[frozenset[Row], ...]]] = defaultdict(list)
+    for choice in itertools.product(*[_subsets(v) for v in values]):
+        out = run(choice)
+        if len(out) != 1:  # condition (1): exactly {o}
+            continue
+        contributes = all(  # condition (2)
+            run(choice[:i] + (frozenset({t}),) + choice[i + 1 :])
+            for i in range(len(choice))
+            for t in choice[i]
+        )
+        if contributes:
+            valid[next(iter(out))].append(choice)
+    result = {}
+    for o in distinct(apply(bags)):  # the lineage of the operator's actual output tuples
+        choices = valid[o]
+        top = tuple(frozenset().union(*(c[i] for c in choices)) for i in range(len(bags)))
+        if top not in choices:  # condition (3): the maximum must be one of the valid tuples
+            raise NoMaximumError(f"Definition 5 has no greatest lineage for {o!r}: {choices!r}")
+        result[o] = top
+    return result
+
+
+# --- the oracle ------------------------------------------------------------------------------
+
+
+@dataclass
+class Lineage:
+    """Augmented lineage of a set of output rows by the definitions."""
+
+    source: dict[str, set[tuple[Value, ...]]]  # table -> key tuples
+    reasoning: set[tuple]  # (udf, ((arg, value),), value, reason items)
+    intermediate: dict[int, set[Row]]  # id(node) -> intermediate lineage (Definition 7)
+
+
+@dataclass
+class Oracle:
+    """Lineage of tasks over ``db`` (table -> rows; the key is each table's first column)."""
+
+    db: dict[str, Bag]
+    limit: int = 14  # enumerate at most 2**limit subset tuples per operator
+    stats: Counter = field(default_factory=Counter)
+    _eval: dict[int, Bag] = field(default_factory=dict, repr=False)
+    _sl: dict[int, tuple[Node, dict[Row, tuple[frozenset[Row], ...]]]] = field(
+        default_factory=dict, repr=False
+    )
+
+    def eval(self, node: Node) -> Bag:
+        if id(node) not in self._eval:
+            if isinstance(node, Leaf):
+                self._eval[id(node)] = [tuple(r) for r in self.db[node.table]]
+            else:
+                self._eval[id(node)] = node.apply([self.eval(c) for c in node.children])
+        return self._eval[id(node)]
+
+    def operator_lineage(self, node: Node, o: Row) -> tuple[frozenset[Row], ...]:
+        """Definition 5 for ``node``'s operator: enumerated, cross-checked with the formula."""
+        op = node.lineage_node()
+        if id(op) not in self._sl:
+            bags = [self.eval(c) for c in op.children]
+            enumerated = definition5(op.apply, bags, self.limit)
+            self.stats["enumerated" if enumerated is not None else "formula only"] += 1
+            if enumerated is None:
+                enumerated = {o2: op.formula(bags, o2) for o2 in distinct(op.apply(bags))}
+            else:
+                for o2, lin in enumerated.items():
+                    by_formula = op.formula(bags, o2)
+                    if lin != by_formula:
+                        raise OracleDisagreementError(
+                            f"{type(op).__name__} {o2!r}: enumerated {lin!r}, formula {by_formula!r}"
+                        )
+            self._sl[id(op)] = (op, enumerated)
+        table = self._sl[id(op)][1]
+        if o not in table:
+            raise KeyError(f"{o!r} is not an output of {type(op).__name__}")
+        return table[o]
+
+    def lineage(self, root: Node, rows: Iterable[Row] | None = None) -> Lineage:
+        """Definition 6 (and 7, 8): compose the per-operator lineages from ``root`` down."""
+        targets = set(self.eval(root)) if rows is None else {tuple(r) for r in rows}
+        inter: dict[int, set[Row]] = defaultdict(set)
+        source: dict[str, set[tuple[Value, ...]]] = {t: set() for t in tables_of(root)}
+        reasoning: set[tuple] = set()
+        nodes: dict[int, Node] = {}
+
+        def trace(node: Node, wanted: set[Row]) -> None:
+            new = wanted - inter[id(node)]
+            if not new:
+                return
+            inter[id(node)] |= new
+            nodes[id(node)] = node
+            if isinstance(node, Leaf):
+                source[node.table] |= {t[:1] for t in new}
+                return
+            if isinstance(node, Func):
+                reasoning.update(node.reasoning(o) for o in new)
+            op = node.lineage_node()
+            parts = [self.operator_lineage(node, o) for o in new]
+            for i, child in enumerate(op.children):
+                trace(child, set().union(*(p[i] for p in parts)))
+
+        trace(root, targets)
+        return Lineage(source, reasoning, dict(inter))
+
+
+# --- engine answers in the oracle's shape ----------------------------------------------------
+
+
+def engine_reasoning(lin: Any) -> set[tuple]:
+    out = set()
+    for r in lin.reasoning_rows():
+        reason = r["reason"]
+        items = tuple(sorted(reason.items())) if isinstance(reason, dict) else reason
+        out.add((r["udf"], tuple(sorted(r["inputs"].items())), r["value"], items))
+    return out
+
+
+def engine_source(lin: Any, tables: Iterable[str]) -> dict[str, set[tuple[Value, ...]]]:
+    return {t: lin.source_ids(t) for t in tables}
+
+
+# --- source tables ---------------------------------------------------------------------------
+
+LONG = "long"
+
+#: name -> (columns, rows); every column is a long, the first one is the key. r, s and t are
+#: for the hand-written cases; u repeats some of r's values and has duplicate (ua, ub) pairs;
+#: v is a single row, w is empty.
+TABLES: dict[str, tuple[tuple[str, ...], Bag]] = {
+    "r": (("rk", "ra", "rb"), [(1, 0, 1), (2, 1, 1), (3, 1, 2), (4, None, 2), (5, 2, None)]),
+    "s": (("sk", "sa", "sb"), [(1, 1, 0), (2, 1, 2), (3, 2, 1), (4, None, 1)]),
+    "t": (("tk", "ta", "tb"), [(1, 1, 1), (2, 3, 1)]),
+    "u": (("uk", "ua", "ub"), [(1, 0, 1), (2, 1, 1), (3, 1, 1)]),
+    "v": (("vk", "va", "vb"), [(1, 2, 2)]),
+    "w": (("wk", "wa", "wb"), []),
+}
+
+DB: dict[str, Bag] = {name: rows for name, (_, rows) in TABLES.items()}
+
+
+def leaf(table: str, use: int = 0) -> Leaf:
+    """Source ``table``; its ``use``-th occurrence in a task gets columns renamed ``<col>_<use>``."""
+    raw = TABLES[table][0]
+    cols = raw if use == 0 else tuple(f"{c}_{use}" for c in raw)
+    return Leaf(table, raw, (LONG,) * len(raw), cols)
+
+
+def register_tables(als: Any) -> None:
+    spark = als.spark
+    for name, (cols, rows) in TABLES.items():
+        schema = ", ".join(f"{c} bigint" for c in cols)
+        als.register_table(name, spark.createDataFrame(rows, schema), key=cols[0])
+
+
+# --- random trees ----------------------------------------------------------------------------
+
+UNARY = ("select", "project", "agg", "distinct", "func")
+BINARY = ("join", "semi", "anti", "union", "minus")
+
+
+class TreeBuilder:
+    """Draws a random task tree (hypothesis ``draw``) over :data:`TABLES`.
+
+    Column names stay unique in a tree (a table's second use is renamed, new columns get
+    fresh names), so any two subtrees can be joined. Intermediate results are kept small
+    (``max_rows``) so that Definition 5 can be enumerated."""
+
+    def __init__(self, draw: Callable[[Any], Any], max_rows: int = 12, tables: Sequence[str] = ()) -> None:
+        from hypothesis import strategies as st  # test-only dependency
+
+        self.st = st
+        self.draw = draw
+        self.max_rows = max_rows
+        self.tables = tuple(tables) or tuple(TABLES)
+        self.uses: Counter[str] = Counter()
+        self.fresh = 0
+        self.oracle = Oracle(DB)
+
+    def _name(self, prefix: str) -> str:
+        self.fresh += 1
+        return f"{prefix}{self.fresh}"
+
+    def _longs(self, node: Node) -> list[str]:
+        return [c for c, t in zip(node.cols, node.types) if t == LONG]
+
+    def _small(self, node: Node) -> Node:
+        from hypothesis import assume
+
+        assume(len(self.oracle.eval(node)) <= self.max_rows)
+        return node
+
+    def build(self, depth: int, leaves: int) -> tuple[Node, int]:
+        """A tree of at most ``depth`` operators on a path and ``leaves`` source uses."""
+        st, draw = self.st, self.draw
+        kinds = ["leaf"]
+        if depth > 0:
+            kinds += UNARY
+            if leaves >= 2:
+                kinds += BINARY
+        kind = draw(st.sampled_from(kinds))
+        if kind == "leaf":
+            table = draw(st.sampled_from(self.tables))
+            node = leaf(table, self.uses[table])
+            self.uses[table] += 1
+            return node, 1
+        if kind in UNARY:
+            child, used = self.build(depth - 1, leaves)
+            return self._small(getattr(self, f"_{kind}")(child)), used
+        left, used_left = self.build(depth - 1, leaves - 1)
+        right, used_right = self.build(depth - 1, leaves - used_left)
+        return self._small(getattr(self, f"_{kind}")(left, right)), used_left + used_right
+
+    # unary operators (each falls back to its child where the schema does not allow it)
+    def _select(self, child: Node) -> Node:
+        st, draw = self.st, self.draw
+        longs = self._longs(child)
+        strings = [c for c in child.cols if c not in longs]
+        if strings and (not longs or draw(st.booleans())):
+            return Select(child, draw(st.sampled_from(strings)), "=", draw(st.sampled_from(["even", "odd"])))
+        if not longs:
+            return child
+        col = draw(st.sampled_from(longs))
+        op = draw(st.sampled_from(sorted(COMPARE)))
+        others = [c for c in longs if c != col]
+        if others and draw(st.booleans()):
+            return Select(child, col, op, draw(st.sampled_from(others)), rhs_col=True)
+        return Select(child, col, op, draw(st.integers(0, 2)))
+
+    def _project(self, child: Node) -> Node:
+        st, draw = self.st, self.draw
+        n = len(child.cols)
+        keep = tuple(draw(st.lists(st.sampled_from(child.cols), min_size=1, max_size=n, unique=True)))
+        longs = self._longs(child)
+        add = None
+        if longs and draw(st.booleans()):
+            add = (draw(st.sampled_from(longs)), draw(st.sampled_from(longs)), self._name("x"))
+        return Project(child, keep, add)
+
+    def _agg(self, child: Node) -> Node:
+        st, draw = self.st, self.draw
+        group = tuple(draw(st.lists(st.sampled_from(child.cols), max_size=1)))
+        longs = self._longs(child)
+        aggs = []
+        for _ in range(draw(st.integers(1, 2))):
+            func = draw(st.sampled_from(AGG_FUNCS if longs else ("count", "count_col")))
+            col = None
+            if func == "count_col":
+                col = draw(st.sampled_from(child.cols))
+            elif func != "count":
+                col = draw(st.sampled_from(longs))
+            aggs.append((func, col, self._name("g")))
+        return Agg(child, group, tuple(aggs))
+
+    def _distinct(self, child: Node) -> Node:
+        return Distinct(child)
+
+    def _func(self, child: Node) -> Node:
+        longs = self._longs(child)
+        if not longs:
+            return child
+        return Func(child, self.draw(self.st.sampled_from(longs)), self._name("p"))
+
+    # binary operators
+    def _join_args(self, left: Node, right: Node) -> tuple[str | None, str | None, str | None]:
+        st, draw = self.st, self.draw
+        ll, rl = self._longs(left), self._longs(right)
+        op = draw(st.sampled_from(["=", "<", None])) if ll and rl else None
+        if op is None:
+            return None, None, None
+        return draw(st.sampled_from(ll)), op, draw(st.sampled_from(rl))
+
+    def _join(self, left: Node, right: Node) -> Node:
+        return Join(left, right, *self._join_args(left, right))
+
+    def _semi(self, left: Node, right: Node) -> Node:
+        return Join(left, right, *self._join_args(left, right), how="left_semi")
+
+    def _anti(self, left: Node, right: Node) -> Node:
+        return Join(left, right, *self._join_args(left, right), how="left_anti")
+
+    def _compatible(self, left: Node, right: Node) -> tuple[Node, Node] | None:
+        """Both sides with the same column types, projecting onto long columns if needed."""
+        st, draw = self.st, self.draw
+        if left.types == right.types and draw(st.booleans()):
+            return left, right
+        ll, rl = self._longs(left), self._longs(right)
+        if not ll or not rl:
+            return None
+        n = draw(st.integers(1, min(len(ll), len(rl), 2)))
+        pick_l = tuple(draw(st.lists(st.sampled_from(ll), min_size=n, max_size=n, unique=True)))
+        pick_r = tuple(draw(st.lists(st.sampled_from(rl), min_size=n, max_size=n, unique=True)))
+        return Project(left, pick_l), Project(right, pick_r)
+
+    def _union(self, left: Node, right: Node) -> Node:
+        pair = self._compatible(left, right)
+        return Union(*pair) if pair else left
+
+    def _minus(self, left: Node, right: Node) -> Node:
+        pair = self._compatible(left, right)
+        kind = self.draw(self.st.sampled_from(["distinct", "all"]))
+        return Minus(*pair, kind=kind) if pair else left
+
+
+def describe(node: Node) -> str:
+    """The task as PySpark code plus the data of the tables it reads (for failure messages)."""
+    lines = [f"task = {to_code(node)}"]
+    for t in sorted(tables_of(node)):
+        cols, rows = TABLES[t]
+        lines.append(f"{t}{cols} = {rows}")
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""Bad input gives one clear error naming the problem, never a JVM stack, and loses nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import SparkSession, Window
+from pyspark.sql import functions as F
+
+from materialization import StoreError, UDFError
+from segmenter import UnknownSourceError, UnsupportedTaskError
+from segmenter.errors import LineageError
+from tests.failing_udf import fragile
+from tracing import LineageSession, TargetNotFoundError
+
+
+@pytest.fixture
+def numbers(als: LineageSession) -> LineageSession:
+    als.register_table("nums", pd.DataFrame({"id": range(20), "grp": [i % 3 for i in range(20)]}), key="id")
+    als.register_table("other", pd.DataFrame({"id": [1, 2], "tag": ["a", "b"]}), key="id")
+    return als
+
+
+def _no_jvm_noise(exc: BaseException) -> None:
+    text = str(exc)
+    assert "py4j" not in text and "at org.apache" not in text and len(text.splitlines()) <= 2, text
+
+
+def test_window_function_is_rejected_with_its_place(numbers: LineageSession) -> None:
+    df = numbers.table("nums").withColumn("rank", F.rank().over(Window.orderBy("id")))
+    with pytest.raises(UnsupportedTaskError, match="operator Window") as info:
+        numbers.run(df)
+    assert "Project > Window" in info.value.where
+    _no_jvm_noise(info.value)
+
+
+def test_outer_join_is_rejected(numbers: LineageSession) -> None:
+    nums, other = numbers.table("nums"), numbers.table("other")
+    with pytest.raises(UnsupportedTaskError, match="left outer join"):
+        numbers.run(nums.join(other, nums.id == other.id, "left"))
+
+
+def test_correlated_subquery_is_rejected_with_a_rewrite_hint(numbers: LineageSession) -> None:
+    sql = "SELECT * FROM nums n WHERE NOT EXISTS (SELECT 1 FROM other o WHERE o.id = n.id)"
+    with pytest.raises(UnsupportedTaskError, match=r"EXISTS subquery.*LEFT ANTI JOIN") as info:
+        numbers.run(sql)
+    _no_jvm_noise(info.value)
+
+
+def test_in_memory_dataframe_must_be_registered(numbers: LineageSession, spark: SparkSession) -> None:
+    df = spark.createDataFrame([(1,)], ["x"])
+    with pytest.raises(UnsupportedTaskError, match="register_table"):
+        numbers.run(df.filter("x > 0"))
+
+
+def test_unregistered_parquet_is_named(numbers: LineageSession, spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "loose")
+    spark.range(3).write.parquet(path)
+    with pytest.raises(UnknownSourceError, match="not a registered source"):
+        numbers.run(spark.read.parquet(path))
+
+
+def test_invalid_sql_is_one_line(numbers: LineageSession) -> None:
+    with pytest.raises(LineageError, match="invalid SQL task") as info:
+        numbers.run("SELECT nope FROM nums")
+    _no_jvm_noise(info.value)
+
+
+def test_unknown_strategy(numbers: LineageSession) -> None:
+    with pytest.raises(ValueError, match="rerun, full, fm"):
+        numbers.run(numbers.table("nums"), strategy="everything")
+
+
+def test_targets_not_in_output(numbers: LineageSession) -> None:
+    run = numbers.run(numbers.table("nums").groupBy("grp").count(), strategy="full")
+    with pytest.raises(TargetNotFoundError, match="not in the output"):
+        run.lineage(rows=[{"grp": 7, "count": 1}])
+    with pytest.raises(TargetNotFoundError, match="no output row"):
+        run.lineage(where="grp > 100")
+    with pytest.raises(LineageError, match="unknown column"):
+        run.lineage(rows=[{"nope": 1}])
+    with pytest.raises(LineageError, match="invalid where"):
+        run.lineage(where="nope = 1")
+
+
+def test_unknown_run_id(numbers: LineageSession) -> None:
+    with pytest.raises(StoreError, match="no run 'r-missing'"):
+        numbers.load_run("r-missing")
+
+
+def test_udf_failure_names_udf_and_row_and_leaves_nothing(numbers: LineageSession) -> None:
+    task = numbers.table("nums").withColumn("double", fragile("id"))
+    for strategy in ("rerun", "fm"):
+        with pytest.raises(UDFError, match=r"fragile.*ValueError: unlucky input.*\(13,\)") as info:
+            numbers.run(task, strategy=strategy)
+        _no_jvm_noise(info.value)
+    runs_dir = numbers.store.path("runs")
+    assert numbers.store.list_dirs(runs_dir) == []  # no run and no staging left behind
+    ok = numbers.run(numbers.table("nums").filter("id < 13").withColumn("double", fragile("id")))
+    assert numbers.runs() == [ok.id]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_store_not_writable(spark: SparkSession, tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    with pytest.raises(StoreError, match="not writable"):
+        LineageSession(spark, store=str(locked / "store"))
+
+
+def test_store_path_that_is_a_file(spark: SparkSession, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="not writable") as info:
+        LineageSession(spark, store=str(blocker / "store"))
+    _no_jvm_noise(info.value)
+
+
+def test_map_typed_reason_is_refused(spark: SparkSession) -> None:
+    from reasoning_udfs.udf import check_reason_type, parse_type
+
+    with pytest.raises(TypeError, match="may not be a map"):
+        check_reason_type("x", parse_type("struct<scores: map<string, double>>"))

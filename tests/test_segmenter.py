@@ -1,0 +1,159 @@
+"""Segmentation rules of §5.1-5.2 on hand-built operator trees (pure: no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from segmenter.operators import (
+    Aggregation,
+    Col,
+    Difference,
+    Expr,
+    Function,
+    Join,
+    Node,
+    Projection,
+    Selection,
+    Source,
+    Union,
+    column_expr,
+    from_dict,
+    to_dict,
+)
+from segmenter.segments import nested_keys, render_segments, segment
+
+
+def table(name: str, *cols: str) -> Source:
+    columns = tuple(Col(f"{name}_{c}", c, "int") for c in cols)
+    return Source(name, columns, (columns[0].id,), f"/data/{name}")
+
+
+def sigma(child: Node, sql: str = "TRUE") -> Selection:
+    return Selection(child, (Expr(sql),))
+
+
+def pi(child: Node, *names: str) -> Projection:
+    cols = [c for c in child.columns if c.name in names] if names else list(child.columns)
+    return Projection(child, tuple((c, column_expr(c)) for c in cols))
+
+
+def join(*inputs: Node) -> Join:
+    return Join(tuple(inputs), ())
+
+
+def alpha(child: Node, *keys: str) -> Aggregation:
+    key_cols = [c for c in child.columns if c.name in keys]
+    count = Col(f"count_{id(child)}", "count", "bigint")
+    outputs = tuple((c, column_expr(c)) for c in key_cols) + ((count, Expr("count(1)")),)
+    return Aggregation(child, outputs, tuple(c.id for c in key_cols))
+
+
+def phi(child: Node, udf: str = "f") -> Function:
+    value = Col(f"{udf}_{id(child)}", udf, "string")
+    reason = Col(f"{value.id}_reason", f"{udf}_reason", "string", is_reason=True)
+    return Function(child, udf, (column_expr(child.columns[0]),), value, reason)
+
+
+def union(*inputs: Node) -> Union:
+    return Union(tuple(inputs), inputs[0].match_columns())
+
+
+def patterns(root: Node) -> list[str]:
+    return [s.pattern() for s in segment(root).walk()]
+
+
+CLIENT, DEBT, LOAN = (
+    table("client", "id", "income"),
+    table("debt", "id", "debt"),
+    table("loan", "id", "amount"),
+)
+
+
+def test_example_10_two_non_d_segments() -> None:
+    task = alpha(phi(pi(join(CLIENT, DEBT, sigma(LOAN)), "income", "debt", "amount")), "f")
+    root = segment(task)
+    assert [s.pattern() for s in root.walk()] == ["α", "φ-π-⋈-σ"]
+    assert [s.kind for s in root.walk()] == ["non-d", "non-d"]
+    low = root.children[0]
+    assert [leaf.table for leaf in low.leaves] == ["client", "debt", "loan"]
+    assert low.functions == (task.child,)
+    assert "segment 1 [Non-D] φ-π-⋈-σ  <- table client, table debt, table loan" in render_segments(root)
+
+
+def test_full_pattern_is_one_segment_and_keeps_operator_order() -> None:
+    body = union(pi(sigma(join(CLIENT, DEBT))), pi(sigma(join(CLIENT, LOAN))))
+    task = phi(phi(alpha(alpha(sigma(body), "id", "income"), "id"), "g"), "f")
+    (only,) = segment(task).walk()
+    assert only.pattern() == "φ-φ-α-α-σ-∪-π-σ-⋈-π-σ-⋈"
+    assert list(only.operators) == [n for n in task.walk() if not isinstance(n, Source)]
+
+
+def test_selection_above_aggregation_starts_a_new_segment() -> None:
+    having = sigma(alpha(CLIENT, "income"), "count > 1")
+    assert patterns(having) == ["σ", "α"]
+
+
+def test_function_below_selection_starts_a_new_segment() -> None:
+    task = pi(sigma(phi(CLIENT)), "id")
+    assert patterns(task) == ["π-σ", "φ"]
+
+
+def test_union_below_join_starts_a_new_segment() -> None:
+    task = join(union(pi(CLIENT, "id"), pi(DEBT, "id")), LOAN)
+    assert patterns(task) == ["⋈", "∪-π-π"]
+
+
+def test_aggregation_below_join_starts_a_new_segment() -> None:
+    task = pi(join(alpha(CLIENT, "id"), LOAN))
+    assert patterns(task) == ["π-⋈", "α"]
+
+
+def test_nested_grouping_keys_stack_in_one_segment() -> None:
+    inner = alpha(join(CLIENT, DEBT), "id", "income")
+    outer = alpha(inner, "id")
+    assert nested_keys(outer, inner)
+    assert patterns(outer) == ["α-α-⋈"]
+
+
+def test_non_nested_grouping_keys_split() -> None:
+    inner = alpha(CLIENT, "id")
+    outer = Aggregation(
+        inner,
+        ((Col("k", "k", "int"), Expr("`count_x` + 1", frozenset({inner.columns[1].id}))),),
+        ("k",),
+    )
+    assert not nested_keys(outer, inner)
+    assert patterns(outer) == ["α", "α"]
+
+
+def test_difference_is_a_d_segment_with_children() -> None:
+    task = pi(Difference(pi(CLIENT, "id"), pi(sigma(DEBT), "id")), "id")
+    root = segment(task)
+    assert [(s.kind, s.pattern()) for s in root.walk()] == [
+        ("non-d", "π"),
+        ("d", "−"),
+        ("non-d", "π"),
+        ("non-d", "π-σ"),
+    ]
+
+
+def test_difference_directly_over_sources() -> None:
+    root = segment(Difference(CLIENT, DEBT))
+    assert root.is_d and root.children == ()
+    assert [leaf.table for leaf in root.leaves] == ["client", "debt"]
+
+
+def test_segment_ids_are_unique_and_preorder() -> None:
+    task = union(pi(Difference(CLIENT, DEBT)), pi(alpha(LOAN, "id")))
+    ids = [s.id for s in segment(task).walk()]
+    assert ids == list(range(len(ids)))
+
+
+def test_source_alone_is_not_a_segment() -> None:
+    with pytest.raises(ValueError, match="cannot start a segment"):
+        segment(CLIENT)
+
+
+def test_tree_round_trips_through_json() -> None:
+    task = alpha(phi(pi(join(CLIENT, DEBT, sigma(LOAN)), "income")), "f")
+    assert from_dict(to_dict(task)) == task

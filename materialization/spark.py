@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -27,3 +29,27 @@ def spark_session(master: str | None = None, app: str = "augmented-lineage") -> 
         .config("spark.driver.memory", os.environ.get("AL_DRIVER_MEMORY", "2g"))
         .getOrCreate()
     )
+
+
+LOOKUP_CONF = {
+    # lineage queries touch few rows: adaptive planning adds a job per stage and gains nothing
+    "spark.sql.adaptive.enabled": "false",
+    # evaluate a LIMIT over all partitions at once instead of in growing rounds of jobs
+    "spark.sql.limit.initialNumPartitions": "1000",
+}
+
+
+@contextmanager
+def tuned_for_lookups(spark: SparkSession) -> Iterator[None]:
+    """Session settings for small lineage queries, restored afterwards."""
+    before = {k: spark.conf.get(k, None) for k in LOOKUP_CONF}
+    for key, value in LOOKUP_CONF.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -351,13 +351,14 @@ AGG_FUNCS = ("count", "count_col", "sum", "max", "min")
 @dataclass(eq=False)
 class Agg(Node):
     """α: group by ``group`` (0 or more columns), ``aggs`` = ((func, column, name), ...),
-    func in count (count(*)), count_col, sum, max, min. ``distinct`` renders df.distinct()
-    (α on all columns, no aggregate)."""
+    func in count (count(*)), count_col, sum, max, min. ``distinct`` makes it α on all
+    columns with no aggregate, rendered as ``df.distinct()`` ('dataframe') or as SQL
+    ``SELECT DISTINCT *`` over a temporary view of the input ('sql')."""
 
     child: Node
     group: tuple[str, ...]
     aggs: tuple[tuple[str, str | None, str], ...] = ()
-    distinct: bool = False
+    distinct: str | None = None
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -395,6 +396,8 @@ class Agg(Node):
 
     def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
         df = frames[0]
+        if self.distinct == "sql":
+            return sql_distinct(df)
         if self.distinct:
             return df.distinct()
         items = []
@@ -407,6 +410,8 @@ class Agg(Node):
         return df.groupBy(*self.group).agg(*items)
 
     def code(self, codes: Sequence[str]) -> str:
+        if self.distinct == "sql":
+            return f"sql_distinct({codes[0]})"
         if self.distinct:
             return f"{codes[0]}.distinct()"
         items = []
@@ -424,8 +429,19 @@ class Agg(Node):
         return (frozenset(t for t in bags[0] if self.key(t) == g),)
 
 
-def Distinct(child: Node) -> Agg:
-    return Agg(child, child.cols, (), distinct=True)
+def Distinct(child: Node, via: str = "dataframe") -> Agg:
+    return Agg(child, child.cols, (), distinct=via)
+
+
+_views = itertools.count()
+
+
+def sql_distinct(df: DataFrame) -> DataFrame:
+    """``SELECT DISTINCT *`` over ``df`` (a Distinct node in Spark's plan, where
+    ``df.distinct()`` gives a Deduplicate node)."""
+    name = f"oracle_view_{next(_views)}"
+    df.createOrReplaceTempView(name)
+    return df.sparkSession.sql(f"SELECT DISTINCT * FROM {name}")
 
 
 @dataclass(eq=False)
@@ -771,13 +787,23 @@ class TreeBuilder:
     fresh names), so any two subtrees can be joined. Intermediate results are kept small
     (``max_rows``) so that Definition 5 can be enumerated."""
 
-    def __init__(self, draw: Callable[[Any], Any], max_rows: int = 12, tables: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        draw: Callable[[Any], Any],
+        max_rows: int = 12,
+        minus_kinds: Sequence[str] = ("distinct", "all"),
+        distinct_via: str = "dataframe",
+        nested_difference: bool = True,
+    ) -> None:
         from hypothesis import strategies as st  # test-only dependency
 
         self.st = st
         self.draw = draw
         self.max_rows = max_rows
-        self.tables = tuple(tables) or tuple(TABLES)
+        self.minus_kinds = tuple(minus_kinds)
+        self.distinct_via = distinct_via
+        self.nested_difference = nested_difference  # may a difference be a difference's T₂
+        self.tables = tuple(TABLES)
         self.uses: Counter[str] = Counter()
         self.fresh = 0
         self.oracle = Oracle(DB)
@@ -858,7 +884,7 @@ class TreeBuilder:
         return Agg(child, group, tuple(aggs))
 
     def _distinct(self, child: Node) -> Node:
-        return Distinct(child)
+        return Distinct(child, self.distinct_via)
 
     def _func(self, child: Node) -> Node:
         longs = self._longs(child)
@@ -903,8 +929,18 @@ class TreeBuilder:
 
     def _minus(self, left: Node, right: Node) -> Node:
         pair = self._compatible(left, right)
-        kind = self.draw(self.st.sampled_from(["distinct", "all"]))
-        return Minus(*pair, kind=kind) if pair else left
+        kind = self.draw(self.st.sampled_from(self.minus_kinds))
+        if pair is None or (not self.nested_difference and is_difference(pair[1])):
+            return left
+        return Minus(*pair, kind=kind)
+
+
+def is_difference(node: Node) -> bool:
+    """A difference (subtract, exceptAll, anti join), seen through projections that Spark
+    drops (onto all columns in order)."""
+    while isinstance(node, Project) and node.add is None and node.keep == node.child.cols:
+        node = node.child
+    return isinstance(node, Minus) or (isinstance(node, Join) and node.how == "left_anti")
 
 
 def describe(node: Node) -> str:

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from materialization.compile import ref
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
+from materialization.settle import settle
 from segmenter.operators import Source
 from segmenter.segments import Segment
 from tracing.lineage import AugmentedLineage, ReasoningRows, TraceStat
@@ -28,8 +29,7 @@ def derive(root: Segment, targets: Restriction | None, restorer: Restorer) -> Au
         seg, r = queue.popleft()
         started = time.perf_counter()
         if seg.functions:
-            rows = r.values if r is not None and r.complete else restorer.output(seg, r)
-            rows = rows.localCheckpoint()
+            rows = r.values if r is not None and r.complete else settle(restorer.output(seg, r))[0]
             for fn in seg.functions:
                 picked = [*fn.arg_columns(), fn.value, fn.reason]
                 table = rows.select(*[ref(c.id).alias(c.name) for c in picked]).distinct()
@@ -51,8 +51,7 @@ def derive(root: Segment, targets: Restriction | None, restorer: Restorer) -> Au
                 queue.append((part.child, part.targets))  # type: ignore[arg-type]
                 rows_out[label] = None if part.targets is None else part.targets.rows
                 continue
-            rows = part.rows.localCheckpoint()
-            count = rows.count()
+            rows, count = settle(part.rows)
             rows_out[label] = (rows_out.get(label) or 0) + count
             if part.child is None:
                 leaf = part.leaf

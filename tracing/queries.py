@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from materialization.compile import TAG_PREFIX, Compiler, ref
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
+from materialization.settle import settle
 from segmenter.operators import Node, Source
 from segmenter.segments import Segment
 
@@ -57,7 +58,7 @@ def trace_non_d(seg: Segment, targets: Restriction | None, restorer: Restorer) -
             match = {c.id for c in body_top.match_columns()}
         on = {v: n for v, n in targets.on.items() if n in match}
         joined = Restriction(targets.values, on, targets.rows).apply(joined)
-    joined = joined.localCheckpoint()  # evaluated once; each input's split reads it
+    joined = settle(joined)[0]  # evaluated once; each input's split reads it
     out = []
     for leaf in seg.leaves:
         tag = tags[id(leaf)]

@@ -24,7 +24,8 @@ from materialization.compile import ref, visible
 from materialization.execute import execute_run, translate_udf_errors
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
-from materialization.spark import spark_session
+from materialization.settle import settle
+from materialization.spark import spark_session, tuned_for_lookups
 from materialization.store import ResultsStore, new_id
 from materialization.strategies import check_strategy
 from segmenter.errors import LineageError
@@ -176,8 +177,11 @@ class Run:
         rows drawn with ``seed``, or, with none of these, every output row."""
         if sum(x is not None for x in (where, rows, sample)) > 1:
             raise ValueError("give at most one of where=, rows=, sample=")
-        chosen = self._choose(where, rows, sample, seed).localCheckpoint()
-        count = chosen.count()
+        with tuned_for_lookups(self.session.spark):
+            return self._lineage(where, rows, sample, seed)
+
+    def _lineage(self, where: str | None, rows: Any, sample: int | None, seed: int) -> AugmentedLineage:
+        chosen, count = settle(self._choose(where, rows, sample, seed))
         if count == 0:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         root_ids = [c.id for c in self.task.root.columns]

@@ -1,0 +1,21 @@
+"""Evaluate an intermediate answer once so later steps reuse it instead of recomputing it.
+
+Lineage answers are usually small: up to ``SMALL_ROWS`` rows are collected into a local
+relation (one Spark job, exact statistics, broadcast in later joins); larger ones are
+checkpointed on the executors.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+SMALL_ROWS = 20_000
+
+
+def settle(df: DataFrame, small_rows: int = SMALL_ROWS) -> tuple[DataFrame, int]:
+    """``df`` evaluated, and its row count."""
+    rows = df.limit(small_rows + 1).collect()
+    if len(rows) <= small_rows:
+        return df.sparkSession.createDataFrame(rows, df.schema), len(rows)
+    checkpointed = df.localCheckpoint()
+    return checkpointed, checkpointed.count()

@@ -65,6 +65,9 @@ _OPERATOR_HINTS = {
     "Deduplicate": "use distinct() or GROUP BY instead of dropDuplicates on a subset",
     "LocalRelation": "inline data has no stable row ids: register it with register_table()",
     "LogicalRDD": "an in-memory DataFrame has no stable row ids: register it with register_table()",
+    "Sort": "ORDER BY is supported only at the top of a task",
+    "GlobalLimit": "LIMIT is supported only at the top of a task",
+    "LocalLimit": "LIMIT is supported only at the top of a task",
 }
 
 
@@ -172,6 +175,8 @@ class _Parser:
             node = node.child()
         self.path = []
         root = self.node(node)
+        if isinstance(root, Source):  # no operator: O = T, each row its own lineage
+            root = Projection(root, tuple((c, column_expr(c)) for c in root.columns))
         return Task(root=root, output=output, order=order, limit=limit, text=text)
 
     def _sort_key(self, s: JObj) -> SortKey:

@@ -125,3 +125,15 @@ def test_map_typed_reason_is_refused(spark: SparkSession) -> None:
 
     with pytest.raises(TypeError, match="may not be a map"):
         check_reason_type("x", parse_type("struct<scores: map<string, double>>"))
+
+
+def test_sort_below_the_top_is_named(numbers: LineageSession) -> None:
+    inner = numbers.table("nums").orderBy("id").limit(5)
+    with pytest.raises(UnsupportedTaskError, match="only at the top"):
+        numbers.run(inner.groupBy("grp").count())
+
+
+def test_a_source_alone_is_a_task(numbers: LineageSession) -> None:
+    run = numbers.run(numbers.table("other"), strategy="rerun")
+    lin = run.lineage(where="tag = 'b'")
+    assert lin.source_ids("other") == {(2,)}

@@ -7,15 +7,15 @@ checkpointed on the executors.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 
 SMALL_ROWS = 20_000
 
 
-def settle(df: DataFrame, small_rows: int = SMALL_ROWS) -> tuple[DataFrame, int]:
-    """``df`` evaluated, and its row count."""
+def settle(df: DataFrame, small_rows: int = SMALL_ROWS) -> tuple[DataFrame, int, list[Row] | None]:
+    """``df`` evaluated, its row count, and its rows when they were small enough to collect."""
     rows = df.limit(small_rows + 1).collect()
     if len(rows) <= small_rows:
-        return df.sparkSession.createDataFrame(rows, df.schema), len(rows)
+        return df.sparkSession.createDataFrame(rows, df.schema), len(rows), rows
     checkpointed = df.localCheckpoint()
-    return checkpointed, checkpointed.count()
+    return checkpointed, checkpointed.count(), None

@@ -51,7 +51,7 @@ def derive(root: Segment, targets: Restriction | None, restorer: Restorer) -> Au
                 queue.append((part.child, part.targets))  # type: ignore[arg-type]
                 rows_out[label] = None if part.targets is None else part.targets.rows
                 continue
-            rows, count = settle(part.rows)
+            rows, count, _ = settle(part.rows)
             rows_out[label] = (rows_out.get(label) or 0) + count
             if part.child is None:
                 leaf = part.leaf

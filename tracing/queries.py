@@ -12,15 +12,16 @@ D segment T₁ − T₂: {Ō, T₂}.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from materialization.compile import TAG_PREFIX, Compiler, ref
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
 from materialization.settle import settle
-from segmenter.operators import Node, Source
+from segmenter.operators import Node
 from segmenter.segments import Segment
 
 
@@ -43,9 +44,8 @@ def trace_non_d(seg: Segment, targets: Restriction | None, restorer: Restorer) -
     tags: dict[int, str] = {}
     for j, leaf in enumerate(seg.leaves):
         tag = f"{TAG_PREFIX}{j}"
-        identity = leaf.key if isinstance(leaf, Source) else [c.id for c in leaf.columns]
         df = restorer.leaf_input(seg, leaf, pushed[id(leaf)])
-        inputs[id(leaf)] = df.withColumn(tag, F.struct(*[ref(c) for c in identity]))
+        inputs[id(leaf)] = df.withColumn(tag, F.struct(*[ref(c.id) for c in leaf.columns]))
         tags[id(leaf)] = tag
     body_top = seg.body if seg.body is not None else seg.leaves[0]
     joined = Compiler(restorer.spark, tagged=True, inputs=lambda n: inputs.get(id(n))).compile(body_top)
@@ -58,22 +58,29 @@ def trace_non_d(seg: Segment, targets: Restriction | None, restorer: Restorer) -
             match = {c.id for c in body_top.match_columns()}
         on = {v: n for v, n in targets.on.items() if n in match}
         joined = Restriction(targets.values, on, targets.rows).apply(joined)
-    joined = settle(joined)[0]  # evaluated once; each input's split reads it
-    out = []
-    for leaf in seg.leaves:
-        tag = tags[id(leaf)]
-        rows = joined.where(F.col(tag).isNotNull()).select(f"{tag}.*").distinct()
-        rows = _rows_of(leaf, rows, inputs[id(leaf)], tag)
-        out.append(LeafLineage(leaf, seg.child_for(leaf), rows=rows))
-    return out
+    joined, _, local = settle(joined)  # evaluated once; each input's split reads it
+    return [
+        LeafLineage(leaf, seg.child_for(leaf), rows=_split(joined, local, tags[id(leaf)]))
+        for leaf in seg.leaves
+    ]
 
 
-def _rows_of(leaf: Node, ids: DataFrame, tagged_input: DataFrame, tag: str) -> DataFrame:
-    """Whole rows for a split: sources are carried by key only, so look the rows up."""
-    if not isinstance(leaf, Source):
-        return ids
-    on = {k: k for k in leaf.key}
-    return Restriction(ids, on, rows=1 << 62).apply(tagged_input.drop(tag))
+def _split(joined: DataFrame, local: list[Row] | None, tag: str) -> DataFrame:
+    """One input's distinct rows (its tag) among the joined rows; on the driver when small."""
+    schema = joined.schema[tag].dataType
+    if local is None:
+        return joined.where(F.col(tag).isNotNull()).select(f"{tag}.*").distinct()
+    unique = {_frozen(r[tag]): r[tag] for r in local if r[tag] is not None}
+    return joined.sparkSession.createDataFrame(list(unique.values()), schema)  # type: ignore[arg-type]
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for a row value (structs and arrays become tuples)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    return value
 
 
 def trace_d(seg: Segment, targets: Restriction | None, restorer: Restorer) -> list[LeafLineage]:

@@ -181,7 +181,7 @@ class Run:
             return self._lineage(where, rows, sample, seed)
 
     def _lineage(self, where: str | None, rows: Any, sample: int | None, seed: int) -> AugmentedLineage:
-        chosen, count = settle(self._choose(where, rows, sample, seed))
+        chosen, count, _ = settle(self._choose(where, rows, sample, seed))
         if count == 0:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         root_ids = [c.id for c in self.task.root.columns]

@@ -62,7 +62,6 @@ _OPERATOR_HINTS = {
     "Generate": "explode/generators are not supported",
     "Expand": "ROLLUP/CUBE/GROUPING SETS are not supported",
     "Intersect": "write INTERSECT as a LEFT SEMI JOIN on all columns",
-    "Deduplicate": "use distinct() or GROUP BY instead of dropDuplicates on a subset",
     "LocalRelation": "inline data has no stable row ids: register it with register_table()",
     "LogicalRDD": "an in-memory DataFrame has no stable row ids: register it with register_table()",
     "Sort": "ORDER BY is supported only at the top of a task",
@@ -151,7 +150,10 @@ class _Parser:
         return e.withNewChildren(self.to_seq([self._rewrite(k, refs, udf_cols) for k in kids]))
 
     def _udf_key(self, e: JObj) -> str:
-        return e.toString()
+        """Identity of a UDF call: the same function on the same arguments (two PythonUDF
+        instances of one call, e.g. in SELECT and GROUP BY, differ in their result ids)."""
+        args = ", ".join(a.toString() for a in self._list(e.children()))
+        return f"{e.name()}({args})"
 
     # --- task ---------------------------------------------------------------------------------
     def task(self, plan: JObj, text: str) -> Task:
@@ -160,7 +162,7 @@ class _Parser:
         order: tuple[SortKey, ...] = ()
         node = plan
         while True:
-            name = node.nodeName()
+            name = node.getClass().getSimpleName()
             if name == "GlobalLimit" and limit is None and not order:
                 limit = int(node.limitExpr().toString())
             elif name == "LocalLimit" or name in _TRANSPARENT:
@@ -188,14 +190,14 @@ class _Parser:
 
     def _is_pure_select(self, project: JObj) -> bool:
         """A projection onto existing columns above a sort/limit (no new values)."""
-        child = project.child().nodeName()
+        child = project.child().getClass().getSimpleName()
         items = self._list(project.projectList())
         plain = all(i.getClass().getSimpleName() == "AttributeReference" for i in items)
         return plain and child in ("Sort", "GlobalLimit", "LocalLimit")
 
     # --- operators ----------------------------------------------------------------------------
     def node(self, plan: JObj) -> Node:
-        name = plan.nodeName()
+        name = plan.getClass().getSimpleName()  # nodeName() can differ ("Except All")
         self.path.append(name)
         try:
             if name in _TRANSPARENT:
@@ -359,6 +361,16 @@ class _Parser:
         child = self.node(plan.child())
         cols = child.match_columns()
         return Aggregation(child, tuple((c, column_expr(c)) for c in cols), tuple(c.id for c in cols))
+
+    def _op_Deduplicate(self, plan: JObj) -> Node:
+        keys = {k.exprId().id() for k in self._list(plan.keys())}
+        if keys != {a.exprId().id() for a in self._list(plan.child().output())}:
+            raise UnsupportedTaskError(
+                "dropDuplicates on a subset of columns",
+                self._where(),
+                "it keeps an arbitrary row per key; use distinct() or GROUP BY",
+            )
+        return self._op_Distinct(plan)
 
     def _op_Union(self, plan: JObj) -> Node:
         inputs = tuple(self.node(c) for c in self._list(plan.children()))

@@ -49,7 +49,8 @@ class AugmentedLineage:
     # --- accessors ----------------------------------------------------------------------------
     @property
     def tables(self) -> list[str]:
-        return sorted(self.source)
+        """Source tables with at least one row in the lineage."""
+        return [t for t in sorted(self.source) if self.source_rows(t)]
 
     def source_rows(self, table: str) -> list[dict[str, Any]]:
         """Rows of ``table`` in the source lineage, sorted; [] when none contribute."""

@@ -84,8 +84,14 @@ def _frozen(value: Any) -> Any:
 
 
 def trace_d(seg: Segment, targets: Restriction | None, restorer: Restorer) -> list[LeafLineage]:
-    """{Ō, T₂} for a D segment T₁ − T₂: the targets themselves in T₁, all of T₂."""
+    """{Ō, T₂} for a D segment T₁ − T₂: the targets themselves in T₁, all of T₂.
+
+    Asked for all of its output (as the subtrahend of another difference is), Ō is the
+    whole output T₁ − T₂, not all of T₁."""
     left, right = seg.leaves
+    if targets is None:
+        everything, count, _ = settle(restorer.output(seg, None))
+        targets = Restriction(everything, {c.id: c.id for c in seg.top.columns}, count)
     out = []
     for leaf, r in ((left, targets), (right, None)):
         narrowed = r.narrowed({c.id: c.id for c in leaf.match_columns()}) if r else None

@@ -638,7 +638,7 @@ def definition5(
         choices = valid[o]
         top = tuple(frozenset().union(*(c[i] for c in choices)) for i in range(len(bags)))
         if top not in choices:  # condition (3): the maximum must be one of the valid tuples
-            raise NoMaximumError(f"Definition 5 has no greatest lineage for {o!r}: {choices!r}")
+            raise NoMaximumError(f"Definition 5 has no greatest valid lineage for {o!r}: {choices!r}")
         result[o] = top
     return result
 
@@ -662,18 +662,20 @@ class Oracle:
     db: dict[str, Bag]
     limit: int = 14  # enumerate at most 2**limit subset tuples per operator
     stats: Counter = field(default_factory=Counter)
-    _eval: dict[int, Bag] = field(default_factory=dict, repr=False)
+    _eval: dict[int, tuple[Node, Bag]] = field(default_factory=dict, repr=False)  # keeps nodes alive
     _sl: dict[int, tuple[Node, dict[Row, tuple[frozenset[Row], ...]]]] = field(
         default_factory=dict, repr=False
     )
 
     def eval(self, node: Node) -> Bag:
+        """The node's output bag (memoised per node)."""
         if id(node) not in self._eval:
             if isinstance(node, Leaf):
-                self._eval[id(node)] = [tuple(r) for r in self.db[node.table]]
+                bag = [tuple(r) for r in self.db[node.table]]
             else:
-                self._eval[id(node)] = node.apply([self.eval(c) for c in node.children])
-        return self._eval[id(node)]
+                bag = node.apply([self.eval(c) for c in node.children])
+            self._eval[id(node)] = (node, bag)
+        return self._eval[id(node)][1]
 
     def operator_lineage(self, node: Node, o: Row) -> tuple[frozenset[Row], ...]:
         """Definition 5 for ``node``'s operator: enumerated, cross-checked with the formula."""
@@ -703,14 +705,12 @@ class Oracle:
         inter: dict[int, set[Row]] = defaultdict(set)
         source: dict[str, set[tuple[Value, ...]]] = {t: set() for t in tables_of(root)}
         reasoning: set[tuple] = set()
-        nodes: dict[int, Node] = {}
 
         def trace(node: Node, wanted: set[Row]) -> None:
             new = wanted - inter[id(node)]
             if not new:
                 return
             inter[id(node)] |= new
-            nodes[id(node)] = node
             if isinstance(node, Leaf):
                 source[node.table] |= {t[:1] for t in new}
                 return
@@ -747,13 +747,12 @@ LONG = "long"
 
 #: name -> (columns, rows); every column is a long, the first one is the key. r, s and t are
 #: for the hand-written cases; u repeats some of r's values and has duplicate (ua, ub) pairs;
-#: v is a single row, w is empty.
+#: w is empty.
 TABLES: dict[str, tuple[tuple[str, ...], Bag]] = {
     "r": (("rk", "ra", "rb"), [(1, 0, 1), (2, 1, 1), (3, 1, 2), (4, None, 2), (5, 2, None)]),
     "s": (("sk", "sa", "sb"), [(1, 1, 0), (2, 1, 2), (3, 2, 1), (4, None, 1)]),
     "t": (("tk", "ta", "tb"), [(1, 1, 1), (2, 3, 1)]),
     "u": (("uk", "ua", "ub"), [(1, 0, 1), (2, 1, 1), (3, 1, 1)]),
-    "v": (("vk", "va", "vb"), [(1, 2, 2)]),
     "w": (("wk", "wa", "wb"), []),
 }
 
@@ -792,7 +791,7 @@ class TreeBuilder:
         draw: Callable[[Any], Any],
         max_rows: int = 12,
         minus_kinds: Sequence[str] = ("distinct", "all"),
-        distinct_via: str = "dataframe",
+        distinct_via: Sequence[str] = ("dataframe", "sql"),
         nested_difference: bool = True,
     ) -> None:
         from hypothesis import strategies as st  # test-only dependency
@@ -801,7 +800,7 @@ class TreeBuilder:
         self.draw = draw
         self.max_rows = max_rows
         self.minus_kinds = tuple(minus_kinds)
-        self.distinct_via = distinct_via
+        self.distinct_via = tuple(distinct_via)
         self.nested_difference = nested_difference  # may a difference be a difference's T₂
         self.tables = tuple(TABLES)
         self.uses: Counter[str] = Counter()
@@ -821,15 +820,18 @@ class TreeBuilder:
         assume(len(self.oracle.eval(node)) <= self.max_rows)
         return node
 
-    def build(self, depth: int, leaves: int) -> tuple[Node, int]:
-        """A tree of at most ``depth`` operators on a path and ``leaves`` source uses."""
+    def build(self, depth: int, leaves: int, kind: str | None = None) -> tuple[Node, int]:
+        """A tree of at most ``depth`` operators on a path and ``leaves`` source uses;
+        ``kind`` (one of UNARY, BINARY) fixes the root operator."""
         st, draw = self.st, self.draw
         kinds = ["leaf"]
         if depth > 0:
             kinds += UNARY
             if leaves >= 2:
                 kinds += BINARY
-        kind = draw(st.sampled_from(kinds))
+        if kind is None:
+            kind = draw(st.sampled_from(kinds))
+        assert kind in kinds, f"cannot start a tree of depth {depth} with {kind}"
         if kind == "leaf":
             table = draw(st.sampled_from(self.tables))
             node = leaf(table, self.uses[table])
@@ -884,7 +886,7 @@ class TreeBuilder:
         return Agg(child, group, tuple(aggs))
 
     def _distinct(self, child: Node) -> Node:
-        return Distinct(child, self.distinct_via)
+        return Distinct(child, self.draw(self.st.sampled_from(self.distinct_via)))
 
     def _func(self, child: Node) -> Node:
         longs = self._longs(child)
@@ -896,7 +898,7 @@ class TreeBuilder:
     def _join_args(self, left: Node, right: Node) -> tuple[str | None, str | None, str | None]:
         st, draw = self.st, self.draw
         ll, rl = self._longs(left), self._longs(right)
-        op = draw(st.sampled_from(["=", "<", None])) if ll and rl else None
+        op = draw(st.sampled_from(["=", "<", "=", None])) if ll and rl else None
         if op is None:
             return None, None, None
         return draw(st.sampled_from(ll)), op, draw(st.sampled_from(rl))

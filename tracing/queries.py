@@ -92,6 +92,8 @@ def trace_d(seg: Segment, targets: Restriction | None, restorer: Restorer) -> li
     if targets is None:
         everything, count, _ = settle(restorer.output(seg, None))
         targets = Restriction(everything, {c.id: c.id for c in seg.top.columns}, count)
+    if targets.rows == 0:  # SL(∅) = ∅: not even T₂ contributes to no row
+        return []
     out = []
     for leaf, r in ((left, targets), (right, None)):
         narrowed = r.narrowed({c.id: c.id for c in leaf.match_columns()}) if r else None

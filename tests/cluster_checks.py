@@ -39,7 +39,6 @@ CLUSTER_TASKS = (
     "left_semi_air_orders",
     "order_by_limit",
     "not_exists_as_anti_join",
-    "null_group_key",
 )
 CLUSTER_TABLES = ("customer", "orders", "lineitem")
 EXECUTOR_WAIT_S = 120

@@ -566,14 +566,6 @@ def null_join_key(als: LineageSession) -> DataFrame:
 
 
 @task
-def nested_aggregation(als: LineageSession) -> DataFrame:
-    """Two stacked aggregations with nested grouping keys (α over α)."""
-    (lineitem,) = _t(als, "lineitem")
-    per_supplier = lineitem.groupBy("l_orderkey", "l_suppkey").agg(F.sum("l_quantity").alias("qty"))
-    return per_supplier.groupBy("l_orderkey").agg(F.max("qty").alias("max_qty"), F.count(F.lit(1)).alias("k"))
-
-
-@task
 def two_udfs(als: LineageSession) -> DataFrame:
     """Three UDFs in one task: an image filter, then sentiment and a price band (of an
     expression) in the projection feeding an aggregation."""
@@ -590,14 +582,12 @@ def two_udfs(als: LineageSession) -> DataFrame:
 
 @task
 def sql_udf_group_by(als: LineageSession) -> str:
-    """A SQL string task: the same UDF call in SELECT and in GROUP BY, over a three-way join."""
+    """A SQL string task: the same UDF call in SELECT and in GROUP BY, over a join."""
     return """
-        SELECT n_name, suite_price_band(o_totalprice) AS band,
+        SELECT c_mktsegment, suite_price_band(o_totalprice) AS band,
                COUNT(*) AS n_orders, SUM(o_totalprice) AS total
         FROM orders JOIN customer ON o_custkey = c_custkey
-                    JOIN nation ON c_nationkey = n_nationkey
-        WHERE n_regionkey IN (1, 2, 3)
-        GROUP BY n_name, suite_price_band(o_totalprice)
+        GROUP BY c_mktsegment, suite_price_band(o_totalprice)
     """
 
 

@@ -46,7 +46,7 @@ def test_cluster_checks_pass_on_local_cluster(tmp_path: Path) -> None:
     existed = work.exists()
     env["AL_CLUSTER_APP_ID_FILE"] = str(tmp_path / "app_id")
     try:
-        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=540)
+        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=840)
     finally:
         app_id = tmp_path / "app_id"
         if app_id.exists() and app_id.read_text().strip():
@@ -54,6 +54,7 @@ def test_cluster_checks_pass_on_local_cluster(tmp_path: Path) -> None:
         if not existed and work.exists() and not any(work.iterdir()):
             work.rmdir()
     output = proc.stdout[-8000:] + "\n" + proc.stderr[-4000:]
+    print(proc.stdout[-3000:])  # the child's summary and slowest checks (shown with -s / -rP)
     assert proc.returncode == 0, output
 
     suite = ET.parse(report).getroot()

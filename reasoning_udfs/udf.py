@@ -10,7 +10,6 @@ Models should override the ``*_batch`` methods to run inference on a whole Arrow
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -121,14 +120,11 @@ def check_reason_type(name: str, dtype: DataType) -> None:
         check_reason_type(name, dtype.elementType)
 
 
-def lookup(name: str, import_path: str | None = None) -> ReasoningUDF:
-    """The registered UDF ``name``, importing ``import_path`` first when given."""
-    if name not in _REGISTRY and import_path:
-        importlib.import_module(import_path)
+def lookup(name: str) -> ReasoningUDF:
+    """The registered UDF ``name`` (runs loaded from a store import their UDF modules first)."""
     if name not in _REGISTRY:
-        where = f" (module {import_path!r} did not define it)" if import_path else ""
         raise KeyError(
-            f"UDF {name!r} is not a registered ReasoningUDF{where}; create an instance of your "
+            f"UDF {name!r} is not a registered ReasoningUDF; create an instance of your "
             "ReasoningUDF subclass at module level in an importable module"
         )
     return _REGISTRY[name]

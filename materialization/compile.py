@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from reasoning_udfs.udf import lookup
+from reasoning_udfs.udf import ReasoningUDF, lookup
 from segmenter.operators import (
     Aggregation,
     Difference,
@@ -147,15 +148,22 @@ class Compiler:
         if self.mode == "normal":
             return df.withColumns(
                 {
-                    node.value.id: udf.spark_udf("normal")(*args),
+                    node.value.id: pinned(udf, "normal")(*args),
                     node.reason.id: F.lit(None).cast(udf.reason_type),
                 }
             )
         tmp = f"__call_{node.value.id}"
-        df = df.withColumn(tmp, udf.spark_udf("reasoning")(*args))
+        df = df.withColumn(tmp, pinned(udf, "reasoning")(*args))
         return df.withColumns(
             {node.value.id: F.col(f"{tmp}.value"), node.reason.id: F.col(f"{tmp}.reason")}
         ).drop(tmp)
+
+
+def pinned(udf: ReasoningUDF, mode: str) -> Any:
+    """The UDF marked non-deterministic, so Spark's optimizer evaluates it exactly where φ sits
+    in the operator tree: otherwise a filter on its value is pushed below joins and the model
+    runs on many more rows than the task (and the stored intermediates) account for."""
+    return udf.spark_udf(mode).asNondeterministic()
 
 
 def _conjunction(exprs: list[Expr] | tuple[Expr, ...]) -> Column | None:

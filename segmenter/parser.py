@@ -85,6 +85,10 @@ def col_id(name: str, expr_id: int | str) -> str:
     return f"{safe}__{expr_id}"
 
 
+def _visible(node: Node) -> list[Col]:
+    return [c for c in node.columns if not c.is_reason]
+
+
 class _Parser:
     def __init__(self, jvm: Any, resolve: SourceResolver) -> None:
         self.jvm = jvm
@@ -93,6 +97,12 @@ class _Parser:
         self.to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
         self.fresh = 0
         self.path: list[str] = []
+        self.ctes: dict[int, JObj] = {}
+        self.scope = ""  # suffix on column ids inside an inlined CTE body (one per reference)
+        loader = jvm.Thread.currentThread().getContextClassLoader()
+        self.replaceable = jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.catalyst.expressions.RuntimeReplaceable", True, loader
+        )
 
     # --- helpers ------------------------------------------------------------------------------
     def _where(self) -> str:
@@ -109,9 +119,11 @@ class _Parser:
     def _cols(self, plan: JObj) -> tuple[Col, ...]:
         return tuple(self._attr_col(a) for a in self._list(plan.output()))
 
-    @staticmethod
-    def _attr_col(attr: JObj) -> Col:
-        return Col(col_id(attr.name(), attr.exprId().id()), attr.name(), attr.dataType().simpleString())
+    def _attr_id(self, attr: JObj) -> str:
+        return col_id(attr.name(), f"{attr.exprId().id()}{self.scope}")
+
+    def _attr_col(self, attr: JObj) -> Col:
+        return Col(self._attr_id(attr), attr.name(), attr.dataType().simpleString())
 
     def expr(self, e: JObj, udf_cols: dict[str, Col] | None = None) -> Expr:
         """SQL text of a JVM expression over column ids; UDF calls become their value columns."""
@@ -124,7 +136,7 @@ class _Parser:
         if cls in _SUBQUERY_EXPRS:
             raise UnsupportedTaskError(_SUBQUERY_EXPRS[cls], self._where(), _SUBQUERY_HINT)
         if cls == "AttributeReference":
-            cid = col_id(e.name(), e.exprId().id())
+            cid = self._attr_id(e)
             refs.add(cid)
             return self.unresolved.quoted(cid)
         if cls == "PythonUDF":
@@ -144,6 +156,12 @@ class _Parser:
                 self._where(),
                 "lineage is traced by recomputation, which needs deterministic expressions",
             )
+        if cls == "Between":  # its SQL text comes from parameters that are not its children
+            x, low, high = (self._rewrite(p, refs, udf_cols) for p in self._list(e.parameters()))
+            ex = self.jvm.org.apache.spark.sql.catalyst.expressions
+            return ex.And(ex.GreaterThanOrEqual(x, low), ex.LessThanOrEqual(x, high))
+        if self.replaceable.isInstance(e):
+            return self._rewrite(e.replacement(), refs, udf_cols)
         kids = self._list(e.children())
         if not kids:
             return e
@@ -172,6 +190,10 @@ class _Parser:
                 order = tuple(self._sort_key(s) for s in self._list(node.order()))
             elif name == "Project" and self._is_pure_select(node):
                 pass
+            elif name == "WithCTE":  # ORDER BY / LIMIT of a WITH query sit inside it
+                self._remember_ctes(node)
+                node = node.plan()
+                continue
             else:
                 break
             node = node.child()
@@ -210,6 +232,30 @@ class _Parser:
         finally:
             self.path.pop()
 
+    def _op_WithCTE(self, plan: JObj) -> Node:
+        self._remember_ctes(plan)
+        return self.node(plan.plan())
+
+    def _remember_ctes(self, plan: JObj) -> None:
+        for definition in self._list(plan.cteDefs()):
+            self.ctes[definition.id()] = definition.child()
+
+    def _op_CTERelationRef(self, plan: JObj) -> Node:
+        """Inline the WITH body; each reference gets its own column ids, as a derived table
+        written out twice would, so two references can meet in one join."""
+        outer = self.scope
+        self.fresh += 1
+        self.scope = f"{outer}_w{self.fresh}"
+        try:
+            body = self.node(self.ctes[plan.cteId()])
+        finally:
+            self.scope = outer
+        outputs = tuple(
+            (self._attr_col(ref), column_expr(col))
+            for ref, col in zip(self._list(plan.output()), _visible(body), strict=True)
+        )
+        return Projection(body, outputs)
+
     def _op_LogicalRelation(self, plan: JObj) -> Node:
         location = plan.relation().location()
         paths = [p.toString() for p in self._list(location.rootPaths())]
@@ -229,19 +275,24 @@ class _Parser:
         return Source(table=ref.table, cols=cols, key=key, snapshot=ref.snapshot)
 
     def _op_Filter(self, plan: JObj) -> Node:
-        condition = plan.condition()
+        """σ, with conjuncts that need no UDF value placed below the φ chain: φ is row-wise,
+        so this is the same task, and the model runs only on rows the plain predicates keep."""
         child = self.node(plan.child())
-        udf_calls = self._udf_calls([condition])
-        if not udf_calls:
-            return Selection(child, self._conjuncts(condition, {}))
-        with_udfs, udf_cols = self._functions(child, udf_calls, {})
-        selected = Selection(with_udfs, self._conjuncts(condition, udf_cols))
+        conjuncts = self._split_and(plan.condition())
+        plain = [c for c in conjuncts if not self._udf_calls([c])]
+        on_udfs = [c for c in conjuncts if self._udf_calls([c])]
+        if plain:
+            child = Selection(child, tuple(self.expr(c) for c in plain))
+        if not on_udfs:
+            return child
+        with_udfs, udf_cols = self._functions(child, self._udf_calls(on_udfs), {})
+        selected = Selection(with_udfs, tuple(self.expr(c, udf_cols) for c in on_udfs))
         return Projection(selected, tuple((c, column_expr(c)) for c in child.columns))
 
-    def _conjuncts(self, e: JObj, udf_cols: dict[str, Col]) -> tuple[Expr, ...]:
+    def _split_and(self, e: JObj) -> list[JObj]:
         if e.getClass().getSimpleName() == "And":
-            return self._conjuncts(e.left(), udf_cols) + self._conjuncts(e.right(), udf_cols)
-        return (self.expr(e, udf_cols),)
+            return self._split_and(e.left()) + self._split_and(e.right())
+        return [e]
 
     def _op_Project(self, plan: JObj) -> Node:
         items = self._list(plan.projectList())
@@ -306,7 +357,7 @@ class _Parser:
         cond = plan.condition()
         left = self.node(plan.left())
         right = self.node(plan.right())
-        condition = self._conjuncts(cond.get(), {}) if cond.isDefined() else ()
+        condition = tuple(self.expr(c) for c in self._split_and(cond.get())) if cond.isDefined() else ()
         if cond.isDefined() and self._udf_calls([cond.get()]):
             raise UnsupportedTaskError(
                 "UDF call in a join condition",

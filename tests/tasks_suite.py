@@ -592,6 +592,22 @@ def sql_udf_group_by(als: LineageSession) -> str:
 
 
 @task
+def sql_cte_twice_between(als: LineageSession) -> str:
+    """A WITH query referenced twice (each reference its own copy), BETWEEN, and a UDF filter
+    next to plain predicates (the plain ones go below the φ): Q15's shape."""
+    return """
+        WITH positive AS (
+          SELECT l_suppkey, SUM(l_extendedprice) AS revenue
+          FROM lineitem
+          WHERE l_quantity BETWEEN 5 AND 40 AND suite_sentiment(l_comment) = 'Positive'
+          GROUP BY l_suppkey)
+        SELECT s_name, revenue
+        FROM supplier JOIN positive ON s_suppkey = l_suppkey
+             JOIN (SELECT MAX(revenue) AS top FROM positive) best ON revenue >= top * 0.5
+    """
+
+
+@task
 def loan_example(als: LineageSession) -> DataFrame:
     """The paper's loan example (Example 4) as DataFrame code."""
     return loan_task(als)

@@ -1,5 +1,11 @@
-"""``python -m cda_workload demo``: the main job on embedded defaults (local Spark, a Parquet
-results store under ./al_store)."""
+"""``python -m cda_workload``: the CDA workload demo (the project's main job), the benchmark
+runner of section 7, and the segment structure of the CDA queries (Table 3).
+
+    python -m cda_workload demo
+    python -m cda_workload bench --sf 0.01 --queries Q3,Q9 --strategies rerun,fm,full --al-size 1,100
+    python -m cda_workload bench --workload lfw --sizes small,medium
+    python -m cda_workload queries
+"""
 
 from __future__ import annotations
 
@@ -10,45 +16,174 @@ from pathlib import Path
 
 from segmenter.errors import LineageError
 
+DEMO_QUERIES = ("Q2", "Q3", "Q20")
+
 
 def _say(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def demo(store: str, strategy: str) -> None:
-    """The paper's loan example end to end: run, show tree and segments, explain ⟨Reject, 1⟩."""
-    from cda_workload.loan_example import loan_task, register_loan_tables
+def _session(store: str):
     from tracing import LineageSession
 
     _say("starting local Spark")
     als = LineageSession(store=store, progress=_say)
     als.spark.sparkContext.setLogLevel("ERROR")
-    register_loan_tables(als)
-    run = als.run(loan_task(als), strategy=strategy)
-    print("\nOperator tree\n" + run.tree())
-    print("\nSegments\n" + run.segments())
-    print("\nOutput")
-    run.output.orderBy("Judge").show()
-    _say("deriving the augmented lineage of <Reject, 1>")
-    lineage = run.lineage(rows=[("Reject", 1)])
-    print("\n" + str(lineage))
-    out = Path(store) / f"lineage-{run.id}.json"
-    out.write_text(lineage.to_json())
-    print(f"\nrun id {run.id} is stored in {als.store.uri}; lineage JSON written to {out}")
-    print(f'ask again later: LineageSession(store="{store}").load_run("{run.id}").lineage(...)')
+    return als
+
+
+def demo(args: argparse.Namespace) -> None:
+    """Generate SF 0.01, run a few CDA queries under FM, explain some output rows."""
+    import mlflow
+
+    from cda_workload.bench import Case, prepare
+    from cda_workload.cda_queries import QUERIES
+    from cda_workload.tracking import tracked_run
+    from cda_workload.udfs import model_checksums
+
+    als = _session(args.store)
+    data = Path(args.data)
+    with tracked_run("cda-demo", f"demo-sf{args.sf}", args.mlflow_dir) as tracked:
+        mlflow.log_params({"strategy": args.strategy, "sf": args.sf, "seed": args.seed, **model_checksums()})
+        for name in DEMO_QUERIES:
+            case = Case("cda", name, str(args.sf), QUERIES[name])
+            _say(f"preparing the extended TPC-H database (SF {args.sf}, seed {args.seed}) under {data}")
+            prepare(als, case, data, args.seed)
+            _say(f"{name}: running under {args.strategy} (models run on every candidate row)")
+            started = time.perf_counter()
+            run = als.run(als.sql(case.sql), strategy=args.strategy)
+            task_s = time.perf_counter() - started
+            rows = run.output.count()
+            print(f"\n{name}: {rows} output rows in {task_s:.1f} s; stored {run.stored_tuples} tuples")
+            print(run.segments())
+            run.output.show(5, truncate=40)
+            if rows == 0:
+                continue
+            _say(f"{name}: deriving the augmented lineage of one output row")
+            started = time.perf_counter()
+            lineage = run.lineage(sample=1, seed=args.seed)
+            derive_s = time.perf_counter() - started
+            print(lineage)
+            out = Path(args.store) / f"lineage-{name}-{run.id}.json"
+            out.write_text(lineage.to_json())
+            mlflow.log_metrics(
+                {f"{name}.task_s": task_s, f"{name}.derive_s": derive_s, f"{name}.output_rows": rows}
+            )
+            mlflow.log_artifact(str(out))
+        print(f"\nruns are in the results store {als.store.uri}; lineage JSON files beside them")
+        print(f"MLflow run {tracked.info.run_id} in {mlflow.get_tracking_uri()} (experiment cda-demo)")
+        print(f'ask again later: LineageSession(store="{args.store}").load_run(<run id>).lineage(...)')
+
+
+def bench(args: argparse.Namespace) -> None:
+    import mlflow
+
+    from cda_workload.bench import cda_cases, lfw_cases, machine, measure, prepare
+    from cda_workload.bench_report import write_report
+    from cda_workload.tracking import log_records, tracked_run
+    from cda_workload.udfs import model_checksums
+
+    strategies = _list(args.strategies, str)
+    unknown = sorted(set(strategies) - {"rerun", "fm", "full"})
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from rerun, fm, full")
+    al_sizes = _list(args.al_size, int)
+    if args.workload == "cda":
+        cases = cda_cases(_list(args.sf, float), args.queries)
+    else:
+        cases = lfw_cases(_list(args.sizes, str), _list(args.recognizers, str))
+    out = Path(args.out)
+    als = _session(str(out / "store"))
+    records: list[dict] = []
+    with tracked_run(f"{args.workload}-bench", out.name, args.mlflow_dir):
+        mlflow.log_params(
+            {
+                "workload": args.workload,
+                "strategies": args.strategies,
+                "al_sizes": args.al_size,
+                "repeat": args.repeat,
+                "scales": args.sf if args.workload == "cda" else args.sizes,
+                **model_checksums(),
+                **{f"machine.{k}": v for k, v in machine().items()},
+            }
+        )
+        for i, case in enumerate(cases, 1):
+            _say(f"[{i}/{len(cases)}] {case.workload} {case.query} at {case.scale}")
+            prepare(als, case, Path(args.data), args.seed)
+            new = list(measure(als, case, strategies, al_sizes, args.repeat, _say))
+            records += new
+            log_records(new)
+            write_report(records, out, machine())  # partial results survive an interruption
+        for path in write_report(records, out, machine()):
+            mlflow.log_artifact(str(path))
+    _say(f"wrote {out / 'bench.json'}, {out / 'bench.md'} and plots")
+
+
+def queries(args: argparse.Namespace) -> None:
+    """Table 3's analogue: each CDA query's segments, which are D, where the φ operators sit."""
+    from cda_workload.bench import cda_cases, prepare
+    from segmenter.segments import render_segments, segment
+
+    als = _session(args.store)
+    for case in cda_cases([args.sf], args.queries):
+        prepare(als, case, Path(args.data), args.seed)
+        task = als.parse(als.sql(case.sql))
+        print(f"\n{case.query}")
+        print(render_segments(segment(task.root)))
+
+
+def _list(text: str, kind: type) -> list:
+    try:
+        return [kind(x.strip()) for x in str(text).split(",") if x.strip()]
+    except ValueError as exc:
+        raise ValueError(f"cannot read {text!r} as a comma-separated list of {kind.__name__}") from exc
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cda_workload", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m cda_workload",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    run_demo = sub.add_parser("demo", help="run the loan example and explain one output row")
-    run_demo.add_argument("--store", default="al_store", help="results store folder (default ./al_store)")
-    run_demo.add_argument("--strategy", default="fm", choices=["rerun", "full", "fm"])
-    run_demo.add_argument("--verbose", action="store_true", help="show stack traces")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data", default="al_data", help="where generated databases go (default ./al_data)")
+    common.add_argument("--seed", type=int, default=0, help="seed for data generation and row sampling")
+    common.add_argument("--verbose", action="store_true", help="show stack traces on errors")
+    common.add_argument("--mlflow-dir", default="al_mlflow", help="local MLflow folder (sqlite + artifacts)")
+
+    p = sub.add_parser("demo", parents=[common], help="run CDA queries at SF 0.01 and explain output rows")
+    p.add_argument("--sf", type=float, default=0.01, help="TPC-H scale factor (default 0.01)")
+    p.add_argument("--store", default="al_store", help="results store (default ./al_store)")
+    p.add_argument("--strategy", default="fm", choices=["rerun", "full", "fm"])
+    p.set_defaults(func=demo)
+
+    p = sub.add_parser("bench", parents=[common], help="measure task and derivation times (section 7)")
+    p.add_argument("--workload", default="cda", choices=["cda", "lfw"])
+    p.add_argument("--sf", default="0.01", help="CDA scale factors, comma-separated (default 0.01)")
+    p.add_argument("--queries", default="all", help="CDA queries, e.g. Q3,Q9, or all (default)")
+    p.add_argument(
+        "--sizes", default="small,medium", help="LFW sizes: small,medium,large (default small,medium)"
+    )
+    p.add_argument(
+        "--recognizers", default="face_recognition,name_from_path", help="LFW UDFs (default: both)"
+    )
+    p.add_argument("--strategies", default="rerun,fm,full", help="default rerun,fm,full")
+    p.add_argument("--al-size", default="1,100", help="output rows per derivation (default 1,100)")
+    p.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
+    p.add_argument("--out", default="bench_out", help="output folder (default ./bench_out)")
+    p.set_defaults(func=bench)
+
+    p = sub.add_parser("queries", parents=[common], help="print the segments of each CDA query (Table 3)")
+    p.add_argument("--sf", type=float, default=0.01)
+    p.add_argument("--queries", default="all")
+    p.add_argument("--store", default="al_store")
+    p.set_defaults(func=queries)
+
     args = parser.parse_args(argv)
     try:
-        demo(args.store, args.strategy)
-    except LineageError as exc:
+        args.func(args)
+    except (LineageError, ValueError, FileNotFoundError) as exc:
         if args.verbose:
             raise
         print(f"error: {exc}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """The paper's loan example (Fig. 1, Example 4), completed with rows the filter and the
-joins discard: the task α_{Judge,COUNT(*)}(φ_credit_exam(π(Client ⋈ Debt ⋈ σ_December(Loan))))."""
+joins discard: the task α_{Judge,COUNT(*)}(φ_credit_rules(π(Client ⋈ Debt ⋈ σ_December(Loan))))."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reasoning_udfs.loan_rules import credit_exam
+from reasoning_udfs.loan_rules import credit_rules
 from tracing.session import LineageSession
 
 CLIENT = pd.DataFrame(
@@ -64,14 +64,14 @@ def loan_task(als: LineageSession) -> DataFrame:
         december, client.ClientID == december.ClientID
     )
     examined = joined.select("Income", "Debt", "LoanAmount").withColumn(
-        "Judge", credit_exam("Income", "Debt", "LoanAmount")
+        "Judge", credit_rules("Income", "Debt", "LoanAmount")
     )
     return examined.groupBy("Judge").agg(F.count(F.lit(1)).alias("count"))
 
 
 LOAN_SQL = """
 SELECT Judge, COUNT(*) AS count
-FROM (SELECT credit_exam(c.Income, d.Debt, l.LoanAmount) AS Judge
+FROM (SELECT credit_rules(c.Income, d.Debt, l.LoanAmount) AS Judge
       FROM client c JOIN debt d ON c.ClientID = d.ClientID
                     JOIN loan l ON c.ClientID = l.ClientID
       WHERE month(l.ApplicationDate) = 12)

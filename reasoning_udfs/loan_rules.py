@@ -1,8 +1,9 @@
-"""The paper's running example (Examples 1-3): ``credit_exam`` judges a loan application from
-(Income, Debt, LoanAmount) and, in reasoning mode, names the attributes that decided it.
+"""The paper's running example (Examples 1-3): its ``credit_exam`` judges a loan application
+from (Income, Debt, LoanAmount) and, in reasoning mode, names the attributes that decided it.
 
-A transparent rule model, so the golden test knows the exact answer: the debt ratio
-(Debt / Income) and the loan ratio (LoanAmount / Income) decide.
+Here as ``credit_rules``, a transparent rule model, so the golden test knows the exact answer:
+the debt ratio (Debt / Income) and the loan ratio (LoanAmount / Income) decide. The learned
+model with SHAP/LIME reasons is ``reasoning_udfs.credit_exam``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ ACCEPT_DEBT, ACCEPT_LOAN = 0.3, 2.0
 REJECT_DEBT, REJECT_LOAN = 0.5, 5.0
 
 
-class CreditExam(ReasoningUDF):
-    name = "credit_exam"
+class CreditRules(ReasoningUDF):
+    name = "credit_rules"
     value_type = "string"
     reason_type = "struct<attributes: array<string>, debt_ratio: double, loan_ratio: double>"
 
@@ -47,4 +48,4 @@ class CreditExam(ReasoningUDF):
         return judge, reason
 
 
-credit_exam = CreditExam()
+credit_rules = CreditRules()

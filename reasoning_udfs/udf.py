@@ -37,6 +37,12 @@ class ReasoningUDF:
         for attr in ("name", "value_type", "reason_type"):
             if not isinstance(getattr(type(self), attr, None), str):
                 raise TypeError(f"{type(self).__name__} must set the class attribute {attr!r}")
+        known = _REGISTRY.get(self.name)
+        if known is not None and type(known) is not type(self):
+            raise ValueError(
+                f"two UDFs are named {self.name!r} ({type(known).__qualname__} and "
+                f"{type(self).__qualname__}); tasks find UDFs by name, so give each its own"
+            )
         _REGISTRY[self.name] = self
 
     # --- the two entry points --------------------------------------------------------------

@@ -9,7 +9,7 @@ LOAN_OUTPUT = [("Accept", 2), ("Marginal", 1), ("Reject", 1)]
 
 
 def assert_reject_lineage(lin: AugmentedLineage) -> None:
-    """AL(⟨Reject, 1⟩): Joa's client, debt and December loan rows, and one credit_exam call."""
+    """AL(⟨Reject, 1⟩): Joa's client, debt and December loan rows, and one credit_rules call."""
     assert lin.tables == ["client", "debt", "loan"]
     assert lin.source_rows("client") == [{"ClientID": "0002", "Name": "Joa", "Country": "US", "Income": 2200}]
     assert lin.source_ids("debt") == {("0002",)}
@@ -17,7 +17,7 @@ def assert_reject_lineage(lin: AugmentedLineage) -> None:
     assert lin.source_ids("loan") == {("L02",)}
     assert [r["LoanAmount"] for r in lin.source_rows("loan")] == [20000]
     (rl,) = lin.reasoning_rows()
-    assert rl["udf"] == "credit_exam"
+    assert rl["udf"] == "credit_rules"
     assert rl["inputs"] == {"Income": 2200, "Debt": 1350, "LoanAmount": 20000}
     assert rl["value"] == "Reject"
     assert rl["reason"]["attributes"] == ["Debt", "LoanAmount"]

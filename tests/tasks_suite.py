@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from cda_workload.loan_example import loan_task, register_loan_tables
 from reasoning_udfs import ReasoningUDF
-from reasoning_udfs.loan_rules import credit_exam
+from reasoning_udfs.loan_rules import credit_rules
 from tracing import LineageSession
 
 SEED = 20240611
@@ -315,7 +315,7 @@ def register_suite_tables(
 
 
 def register_udfs(als: LineageSession) -> None:
-    for udf in (*SUITE_UDFS, credit_exam):
+    for udf in (*SUITE_UDFS, credit_rules):
         udf.register(als.spark)
 
 

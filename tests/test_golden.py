@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cda_workload.loan_example import LOAN_SQL, loan_task, register_loan_tables
-from reasoning_udfs.loan_rules import credit_exam
+from reasoning_udfs.loan_rules import credit_rules
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
 from tracing import LineageSession, Run
 
@@ -45,7 +45,7 @@ def test_operator_tree_and_segments_of_example_10(loan: LineageSession) -> None:
         "σ Selection",
         "T Source",
     ]
-    assert "Judge := credit_exam(Income" in tree
+    assert "Judge := credit_rules(Income" in tree
     assert "month(ApplicationDate" in tree
     run_segments = loan.run(loan_task(loan), strategy="rerun").segments()
     assert run_segments.splitlines() == [
@@ -83,7 +83,7 @@ def test_strategies_store_what_they_promise(runs: dict[str, Run]) -> None:
 
 
 def test_sql_task_gives_the_same_lineage(loan: LineageSession, runs: dict[str, Run]) -> None:
-    credit_exam.register(loan.spark)
+    credit_rules.register(loan.spark)
     run = loan.run(LOAN_SQL, strategy="fm")
     assert run.segments().splitlines()[0].startswith("segment 0 [Non-D] α-π")
     sql_lin = run.lineage(rows=[{"Judge": "Reject"}])

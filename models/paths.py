@@ -1,0 +1,62 @@
+"""Where model weights and data sets are, and a clear error when one is not there."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import cache
+from pathlib import Path
+
+from segmenter.errors import LineageError
+
+for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "YOLO_OFFLINE"):
+    os.environ.setdefault(_var, "1")
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+_DEFAULT_SHARED = _REPO_ROOT.parent / "shared"
+
+
+class ModelNotFoundError(LineageError, FileNotFoundError):
+    """A model or data file the UDFs need is not on this machine."""
+
+
+def models_dir() -> Path:
+    """``AL_MODELS_DIR``, else ``../shared/models`` beside the checkout."""
+    return Path(os.environ.get("AL_MODELS_DIR", _DEFAULT_SHARED / "models")).expanduser()
+
+
+def data_dir() -> Path:
+    """``AL_DATA_DIR``, else ``../shared/data`` beside the checkout."""
+    return Path(os.environ.get("AL_DATA_DIR", _DEFAULT_SHARED / "data")).expanduser()
+
+
+def model_file(relative: str, how_to_get: str) -> Path:
+    """The path of ``relative`` under the models directory; raises naming it if absent."""
+    return _existing(models_dir(), relative, "AL_MODELS_DIR", how_to_get)
+
+
+def data_file(relative: str, how_to_get: str) -> Path:
+    """The path of ``relative`` under the data directory; raises naming it if absent."""
+    return _existing(data_dir(), relative, "AL_DATA_DIR", how_to_get)
+
+
+def _existing(root: Path, relative: str, env: str, how_to_get: str) -> Path:
+    path = root / relative
+    if not path.exists():
+        raise ModelNotFoundError(
+            f"expected {path} ({relative} under {env}={root}); {how_to_get}. "
+            f"Point {env} at the folder that holds it."
+        )
+    return path
+
+
+@cache
+def sha256(path: Path) -> str:
+    """Checksum of a weights file or of every file in a weights folder (for audit records)."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        with file.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()

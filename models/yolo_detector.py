@@ -1,0 +1,100 @@
+"""Person detection with the shared Ultralytics YOLOv8n weights, loaded once per process.
+
+Spark runs UDFs in long-lived Python worker processes that import this module, so the model
+cache below gives one model load per worker rather than one per task or batch. Inference runs
+on chunks of images: an Arrow batch can hold 10,000 rows, far more than fit in memory decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+
+from models.paths import data_dir, model_file
+
+if TYPE_CHECKING:
+    from ultralytics import YOLO
+
+WEIGHTS = "yolo/yolov8n_int8_rebuilt.pt"
+HOW_TO_GET = (
+    "it is YOLOv8n rebuilt from the official int8 TFLite export (see shared/MANIFEST.md section 1); "
+    "with network access the standard Ultralytics weights work too: run YOLO('yolov8n.pt') once "
+    "(it downloads yolov8n.pt) and copy that file to this path"
+)
+PERSON = 0  # COCO class id
+
+
+@dataclass(frozen=True, slots=True)
+class PersonDetections:
+    """Person boxes found in one image: pixel ``(x1, y1, x2, y2)`` and their confidences."""
+
+    boxes: list[tuple[float, float, float, float]]
+    confidences: list[float]
+    width: int
+    height: int
+
+
+def weights_path() -> Path:
+    """The weights file (checked on every call, so a moved AL_MODELS_DIR is noticed)."""
+    return model_file(WEIGHTS, HOW_TO_GET)
+
+
+def load_model() -> YOLO:
+    """The YOLO model for the current weights path, loaded at most once per process."""
+    return _load(weights_path())
+
+
+@cache
+def _load(path: Path) -> YOLO:
+    from ultralytics import YOLO  # deferred: importing ultralytics/torch takes seconds
+
+    return YOLO(str(path), task="detect")
+
+
+def resolve_image(path: str) -> Path:
+    """Absolute paths as they are; relative ones (as the workload stores them) under AL_DATA_DIR."""
+    candidate = Path(path)
+    return candidate if candidate.is_absolute() else data_dir() / candidate
+
+
+def read_image(path: str) -> np.ndarray:
+    """The image at ``path`` as an HxWx3 BGR uint8 array; raises naming the path if it cannot."""
+    resolved = resolve_image(path)
+    where = f"{resolved}" if str(resolved) == path else f"{resolved} (from {path!r}, under AL_DATA_DIR)"
+    if not resolved.is_file():
+        raise FileNotFoundError(f"image not found: {where}")
+    image = cv2.imread(str(resolved), cv2.IMREAD_COLOR)
+    if image is None:
+        raise ValueError(f"image cannot be decoded: {where}")
+    return image
+
+
+def detect_in_images(images: Sequence[np.ndarray], conf: float = 0.25) -> list[PersonDetections]:
+    """Person detections for BGR images, run as one batch (the caller keeps it small)."""
+    if not images:
+        return []
+    # rect=False letterboxes every image to the same square whatever else is in the batch, and
+    # rounding absorbs batch-size-dependent float noise: a row's reason must not depend on
+    # which rows it was batched with, or lineage recomputed under Rerun would differ from FM's
+    results = load_model().predict(list(images), verbose=False, conf=conf, classes=[PERSON], rect=False)
+    out = []
+    for result in results:
+        height, width = result.orig_shape
+        boxes = [tuple(round(float(v), 1) for v in box) for box in result.boxes.xyxy.tolist()]
+        confidences = [round(float(c), 3) for c in result.boxes.conf.tolist()]
+        out.append(PersonDetections(boxes, confidences, width, height))
+    return out
+
+
+def detect_people(paths: Sequence[str], conf: float = 0.25, batch: int = 16) -> list[PersonDetections]:
+    """Person detections for each image path, read and run ``batch`` images at a time."""
+    out: list[PersonDetections] = []
+    for start in range(0, len(paths), batch):
+        out += detect_in_images([read_image(p) for p in paths[start : start + batch]], conf)
+    return out

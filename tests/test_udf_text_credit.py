@@ -1,0 +1,140 @@
+"""text_sentiment and the ML credit_exam with real weights and real explainers: values,
+reasons that mean something, the two modes, bad input, a missing model, and one run each
+through Spark in reasoning mode."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from pyspark.sql import SparkSession
+
+from models import ModelNotFoundError, sentiment_model
+from models.credit_model import CLASSES, FEATURES, trained
+from reasoning_udfs.credit_exam import CreditExam, credit_exam, credit_exam_lime
+from reasoning_udfs.text_sentiment import text_sentiment
+from reasoning_udfs.udf import UDFRowError
+
+GREAT, TERRIBLE = "This product is great", "Terrible, it broke after a day"
+PIECES = "The cinematography was unbelievably mesmerizing"  # both long words split into ##pieces
+PAPER_ROWS = {  # Havey, Joa, Kim, Pia of cda_workload/loan_example.py
+    (3400, 810, 4000): "Accept",
+    (2200, 1350, 20000): "Reject",
+    (5100, 300, 6000): "Accept",
+    (3000, 1200, 9000): "Marginal",
+}
+BOTH = pytest.mark.parametrize("udf", [credit_exam, credit_exam_lime], ids=["shap", "lime"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """As in Spark's Python workers (OMP_NUM_THREADS=1): on 2 shared cores, 2 intra-op threads
+    beside the JVM and a worker were up to 20 times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_positive_text_is_explained_by_great() -> None:
+    value, reason = text_sentiment.main_with_reason(GREAT)
+    assert value == "Positive" and reason["likelihood"] > 0.9
+    assert reason["method"].startswith("integrated_gradients")
+    top = reason["tokens"][0]
+    assert top["token"] == "great" and top["attribution"] > 0
+
+
+def test_negative_text_is_explained_by_terrible() -> None:
+    value, reason = text_sentiment.main_with_reason(TERRIBLE)
+    assert value == "Negative" and reason["likelihood"] > 0.9
+    assert reason["tokens"][0]["token"] == "Terrible" and reason["tokens"][0]["attribution"] > 0
+
+
+def test_modes_agree_and_blank_text_is_null() -> None:
+    long_text = " ".join(["a dull and tedious film"] * 60)  # 300 words: truncated to 128 tokens
+    texts = [GREAT, None, TERRIBLE, "", "   ", PIECES, long_text]
+    rows = [(t,) for t in texts]
+    values = text_sentiment.main_batch(rows)
+    pairs = text_sentiment.main_with_reason_batch(rows)
+    assert values == [v for v, _ in pairs]
+    assert values[1] is None and values[3] is None and values[4] is None
+    assert all(pairs[i] == (None, None) for i in (1, 3, 4))
+    assert values[6] == "Negative"
+    for text, (_, reason) in zip(texts, pairs):
+        if reason is None:
+            continue
+        tokens = reason["tokens"]
+        assert 1 <= len(tokens) <= sentiment_model.TOP_K
+        magnitudes = [abs(t["attribution"]) for t in tokens]
+        assert magnitudes == sorted(magnitudes, reverse=True)
+        assert all(t["token"] in text for t in tokens)
+    pieces_words = {t["token"] for t in pairs[5][1]["tokens"]}
+    assert pieces_words <= set(PIECES.split())  # WordPieces merged back into the input's words
+    assert pairs[0] == text_sentiment.main_with_reason(GREAT)  # padding in a batch changes nothing
+
+
+def test_missing_model_dir_names_the_expected_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cache is keyed by the model's path, so pointing AL_MODELS_DIR elsewhere is seen at once.
+    monkeypatch.setenv("AL_MODELS_DIR", str(tmp_path))
+    with pytest.raises(ModelNotFoundError, match="save_pretrained") as info:
+        text_sentiment.main("fine")
+    assert str(tmp_path / sentiment_model.MODEL) in str(info.value)
+
+
+@BOTH
+def test_credit_exam_on_the_paper_rows(udf: CreditExam) -> None:
+    rows = list(PAPER_ROWS)
+    assert udf.main_batch(rows) == list(PAPER_ROWS.values())
+    pairs = udf.main_with_reason_batch(rows)
+    assert [v for v, _ in pairs] == list(PAPER_ROWS.values())
+    for row, (_, reason) in zip(rows, pairs):
+        ranked = reason["attributions"]
+        assert sorted(a["attribute"] for a in ranked) == sorted(FEATURES)
+        magnitudes = [abs(a["attribution"]) for a in ranked]
+        assert magnitudes == sorted(magnitudes, reverse=True)
+        assert {a["attribute"]: a["value"] for a in ranked} == dict(zip(FEATURES, map(float, row)))
+        assert reason["attributes"] and set(reason["attributes"]) <= set(FEATURES)
+        assert reason["attributes"][0] == ranked[0]["attribute"] or ranked[0]["attribution"] < 0
+    assert udf.main_with_reason(*rows[3]) == pairs[3]  # a row's reason does not depend on its batch
+
+
+def test_shap_attributions_add_up_to_the_predicted_probability() -> None:
+    model = trained()
+    rows = list(PAPER_ROWS)
+    proba = model.forest.predict_proba(np.array(rows, dtype=float))
+    for i, (value, reason) in enumerate(credit_exam.main_with_reason_batch(rows)):
+        c = CLASSES.index(value)
+        total = sum(a["attribution"] for a in reason["attributions"])
+        assert total + model.shap.expected_value[c] == pytest.approx(proba[i, c], abs=1e-6)
+
+
+def test_credit_model_is_accurate_on_held_out_applicants() -> None:
+    assert trained().held_out_accuracy > 0.8
+
+
+@pytest.mark.parametrize("income", [None, 0, -100])
+def test_bad_income_is_an_error(income: float | None) -> None:
+    with pytest.raises(ValueError, match="income must be positive"):
+        credit_exam.main(income, 100, 1000)
+    with pytest.raises(UDFRowError, match="income must be positive") as info:
+        credit_exam_lime.main_with_reason_batch([(3400, 810, 4000), (income, 100, 1000)])
+    assert repr((income, 100, 1000)) in str(info.value)
+
+
+def test_text_sentiment_in_spark_reasoning_mode(spark: SparkSession) -> None:
+    df = spark.createDataFrame([(GREAT,), (TERRIBLE,), (None,)], "text string").coalesce(1)  # 1 load
+    out = df.select(text_sentiment.spark_udf("reasoning")("text").alias("r")).collect()
+    assert [r.r.value for r in out] == ["Positive", "Negative", None]
+    assert out[0].r.reason.tokens[0].token == "great" and out[2].r.reason is None
+
+
+@BOTH
+def test_credit_exam_in_spark_reasoning_mode(spark: SparkSession, udf: CreditExam) -> None:
+    df = spark.createDataFrame(list(PAPER_ROWS), "Income long, Debt long, LoanAmount long").coalesce(1)
+    out = df.select(udf.spark_udf("reasoning")("Income", "Debt", "LoanAmount").alias("r")).collect()
+    assert [r.r.value for r in out] == list(PAPER_ROWS.values())
+    assert [r.r.reason.method for r in out] == [udf.method] * len(out)
+    assert out[1].r.reason.attributions[0].attribute in FEATURES

@@ -20,9 +20,9 @@ from models.paths import data_dir
 from tracing import LineageSession
 
 SF = 0.01
-# Q2: a WITH query, person_detection on part; Q20: WITH, semi join, both models; Q19: both
-# models on a join under a global SUM that no line item reaches at SF 0.01 (empty lineage)
-TEST_QUERIES = {"Q2": True, "Q19": False, "Q20": True}
+# Q2: a WITH query, person_detection on part; Q20: WITH, semi join, both models (Q19, run by
+# the bench test, has both models under a global SUM)
+TEST_QUERIES = ("Q2", "Q20")
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +84,6 @@ def test_cda_query_same_output_and_lineage_under_every_strategy(cda: LineageSess
         assert lin["targets"] == reference["targets"]
         assert lin["source_lineage"] == reference["source_lineage"]
         assert lin["reasoning_lineage"] == reference["reasoning_lineage"]
-    if not TEST_QUERIES[query]:
-        assert not any(reference["source_lineage"].values()) and not reference["reasoning_lineage"]
-        return
     assert any(reference["source_lineage"].values())
     detections = [r for r in reference["reasoning_lineage"] if r["udf"] == "person_detection"]
     assert detections and all(r["value"] is True and r["reason"]["boxes"] for r in detections)

@@ -73,7 +73,7 @@ def baseline(als: LineageSession, sql: str) -> list[Row]:
     return visible(task, finish(task, Compiler(als.spark, "normal").compile(task.root))).collect()
 
 
-def _timed(action: Callable[[], Any]) -> tuple[float, Any]:
+def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = action()
     return time.perf_counter() - start, result
@@ -106,13 +106,13 @@ def measure(
 ) -> Iterator[dict[str, Any]]:
     """Records for one case: Baseline task time, then per strategy task and derive times."""
     label = f"{case.workload} {case.query} @{case.scale}"
-    seconds = [_timed(lambda: baseline(als, case.sql))[0] for _ in range(repeat)]
+    seconds = [timed(lambda: baseline(als, case.sql))[0] for _ in range(repeat)]
     log(f"{label}: baseline task {statistics.median(seconds):.2f} s")
     yield _record(case, "baseline", "task", None, seconds, stored_tuples=0, stored_bytes=0)
     for strategy in strategies:
         timings, runs = [], []
         for _ in range(repeat):
-            spent, run = _timed(lambda s=strategy: als.run(als.sql(case.sql), strategy=s))
+            spent, run = timed(lambda s=strategy: als.run(als.sql(case.sql), strategy=s))
             timings.append(spent)
             runs.append(run)
         run = runs[-1]
@@ -125,7 +125,7 @@ def measure(
                 log(f"{label}: {strategy} AL_size {size} skipped (only {rows} output rows)")
                 continue
             derive = [
-                _timed(lambda i=i, n=size, r=run: r.lineage(sample=n, seed=i))[0] for i in range(repeat)
+                timed(lambda i=i, n=size, r=run: r.lineage(sample=n, seed=i))[0] for i in range(repeat)
             ]
             log(f"{label}: {strategy} derive AL_size {size}: {statistics.median(derive):.2f} s")
             yield _record(case, strategy, "derive", size, derive, output_rows=rows, **stored)

@@ -22,6 +22,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cda_workload.bench import timed
 from cda_workload.loan_example import loan_task, register_loan_tables
 from cda_workload.tpch import generate, register_tpch
 from materialization.strategies import STRATEGIES
@@ -43,12 +44,6 @@ def q3_sentiment(als: LineageSession) -> DataFrame:
     return grouped.orderBy(F.desc("revenue"), "o_orderdate").limit(10)
 
 
-def _timed(action: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
-    result = action()
-    return time.perf_counter() - start, result
-
-
 def bench_task(
     als: LineageSession,
     name: str,
@@ -61,11 +56,11 @@ def bench_task(
     for strategy in STRATEGIES:
         task_seconds, runs = [], []
         for _ in range(max(1, repeat // 2)):
-            seconds, run = _timed(lambda s=strategy: als.run(build(als), strategy=s))
+            seconds, run = timed(lambda s=strategy: als.run(build(als), strategy=s))
             task_seconds.append(seconds)
             runs.append(run)
         run = runs[-1]
-        derive_seconds = [_timed(lambda i=i, r=run: r.lineage(**targets(i)))[0] for i in range(repeat)]
+        derive_seconds = [timed(lambda i=i, r=run: r.lineage(**targets(i)))[0] for i in range(repeat)]
         for phase, seconds in (("task", task_seconds), ("derive", derive_seconds)):
             records.append(
                 {

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 
 TASK_ORDER = ("baseline", "rerun", "fm", "full")
 LABELS = {"baseline": "Baseline", "rerun": "Rerun (output only)", "fm": "SptFM", "full": "SptFull"}
+DERIVE_LABELS = {"rerun": "Rerun", "fm": "FM", "full": "Full"}
 
 
 def write_report(records: list[dict[str, Any]], out: Path, machine: dict[str, Any]) -> list[Path]:
@@ -147,7 +148,8 @@ def _bars(
     width = 0.8 / len(strategies)
     for i, s in enumerate(strategies):
         values = [_median(group, q, s, phase, al_size) or 0.0 for q in queries]
-        ax.bar([x + i * width for x in range(len(queries))], values, width, label=LABELS.get(s, s))
+        label = (DERIVE_LABELS if phase == "derive" else LABELS)[s]
+        ax.bar([x + i * width for x in range(len(queries))], values, width, label=label)
     ax.set_xticks([x + width * (len(strategies) - 1) / 2 for x in range(len(queries))], queries)
     ax.set_ylabel("seconds (median)")
     if phase == "derive":

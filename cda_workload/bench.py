@@ -21,8 +21,9 @@ from typing import Any
 from pyspark.sql import Row
 
 from cda_workload.cda_queries import QUERIES, query_names
-from cda_workload.extended_tpch import generate_extended, register_extended
-from cda_workload.lfw import SIZES, generate_lfw, lfw_query, register_lfw
+from cda_workload.extended_tpch import generate_extended
+from cda_workload.lfw import generate_lfw, lfw_query, register_lfw
+from cda_workload.tpch import register_tpch
 from cda_workload.udfs import register_udfs
 from materialization.compile import Compiler, finish, visible
 from tracing import LineageSession
@@ -55,12 +56,10 @@ def lfw_cases(sizes: list[str], recognizers: list[str]) -> list[Case]:
 def prepare(als: LineageSession, case: Case, data_root: Path, seed: int) -> None:
     """Generate (once) and register the database the case reads."""
     if case.workload == "cda":
-        register_extended(
+        register_tpch(
             als, generate_extended(float(case.scale), data_root / f"tpch-sf{case.scale}-s{seed}", seed)
         )
     else:
-        if case.scale not in SIZES:
-            raise ValueError(f"LFW size must be one of {list(SIZES)}, not {case.scale!r}")
         register_lfw(als, generate_lfw(case.scale, data_root / f"lfw-{case.scale}-s{seed}", seed))
     register_udfs(als.spark, case.workload)
 
@@ -124,9 +123,7 @@ def measure(
             if rows < size:
                 log(f"{label}: {strategy} AL_size {size} skipped (only {rows} output rows)")
                 continue
-            derive = [
-                timed(lambda i=i, n=size, r=run: r.lineage(sample=n, seed=i))[0] for i in range(repeat)
-            ]
+            derive = [timed(lambda i=i, n=size, r=run: r.lineage(sample=n, seed=i))[0] for i in range(repeat)]
             log(f"{label}: {strategy} derive AL_size {size}: {statistics.median(derive):.2f} s")
             yield _record(case, strategy, "derive", size, derive, output_rows=rows, **stored)
 

@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cda_workload.tpch import PRIMARY_KEYS, generate, register_tpch
+from cda_workload.tpch import generate
 from models.paths import data_dir, data_file
-from tracing.session import LineageSession
 
 IMAGE_POOL = "coco_sample/images"
 REVIEW_POOLS = (
@@ -79,8 +78,3 @@ def generate_extended(scale_factor: float, out_dir: str | Path, seed: int = 0) -
     out = generate(scale_factor, out_dir)
     extend(out, seed)
     return out
-
-
-def register_extended(als: LineageSession, data: Path) -> None:
-    """Register every table of the extended database as a source keyed by its primary key."""
-    register_tpch(als, data, tuple(PRIMARY_KEYS))

@@ -47,4 +47,4 @@ def log_records(records: list[dict[str, Any]]) -> None:
         metrics[f"{name}.median_s"] = r["median_s"]
         if r["phase"] == "task" and r["strategy"] in ("fm", "full"):
             metrics[f"{name}.stored_tuples"] = float(r["stored_tuples"])
-    mlflow.log_metrics({k.replace("@", "_"): v for k, v in metrics.items() if v is not None})
+    mlflow.log_metrics({k: v for k, v in metrics.items() if v is not None})

@@ -14,7 +14,6 @@ WORKLOAD_UDFS: dict[str, tuple[str, ...]] = {
     "lfw": ("face_recognition", "name_from_path"),
     "loan": ("credit_exam",),
 }
-MODEL_FILES = {"yolo": "yolo/yolov8n_int8_rebuilt.pt", "sentiment": "sentiment/minilm-l6-sst2"}
 
 
 def register_udfs(spark: SparkSession, workload: str) -> None:
@@ -24,8 +23,10 @@ def register_udfs(spark: SparkSession, workload: str) -> None:
 
 def model_checksums() -> dict[str, str]:
     """sha256 of each model's weights, for run records (models absent here are named so)."""
+    from models import sentiment_model, yolo_detector  # deferred: importing torch takes seconds
+
     sums = {}
-    for name, relative in MODEL_FILES.items():
+    for name, relative in (("yolo", yolo_detector.WEIGHTS), ("sentiment", sentiment_model.MODEL)):
         path = models_dir() / relative
         sums[f"model.{name}"] = relative
         sums[f"model.{name}.sha256"] = sha256(path) if path.exists() else "missing"

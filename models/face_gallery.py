@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 from skimage import color, data, feature, transform
 
+from models.images import read_image
 from models.paths import data_file
-from models.yolo_detector import read_image
 
 LFW_DIR = "lfw_sample"
 HOW_TO_GET = (

@@ -13,10 +13,9 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import cv2
 import numpy as np
 
-from models.paths import data_dir, model_file
+from models.paths import model_file
 
 if TYPE_CHECKING:
     from ultralytics import YOLO
@@ -57,24 +56,6 @@ def _load(path: Path) -> YOLO:
     return YOLO(str(path), task="detect")
 
 
-def resolve_image(path: str) -> Path:
-    """Absolute paths as they are; relative ones (as the workload stores them) under AL_DATA_DIR."""
-    candidate = Path(path)
-    return candidate if candidate.is_absolute() else data_dir() / candidate
-
-
-def read_image(path: str) -> np.ndarray:
-    """The image at ``path`` as an HxWx3 BGR uint8 array; raises naming the path if it cannot."""
-    resolved = resolve_image(path)
-    where = f"{resolved}" if str(resolved) == path else f"{resolved} (from {path!r}, under AL_DATA_DIR)"
-    if not resolved.is_file():
-        raise FileNotFoundError(f"image not found: {where}")
-    image = cv2.imread(str(resolved), cv2.IMREAD_COLOR)
-    if image is None:
-        raise ValueError(f"image cannot be decoded: {where}")
-    return image
-
-
 def detect_in_images(images: Sequence[np.ndarray], conf: float = 0.25) -> list[PersonDetections]:
     """Person detections for BGR images, run as one batch (the caller keeps it small)."""
     if not images:
@@ -89,12 +70,4 @@ def detect_in_images(images: Sequence[np.ndarray], conf: float = 0.25) -> list[P
         boxes = [tuple(round(float(v), 1) for v in box) for box in result.boxes.xyxy.tolist()]
         confidences = [round(float(c), 3) for c in result.boxes.conf.tolist()]
         out.append(PersonDetections(boxes, confidences, width, height))
-    return out
-
-
-def detect_people(paths: Sequence[str], conf: float = 0.25, batch: int = 16) -> list[PersonDetections]:
-    """Person detections for each image path, read and run ``batch`` images at a time."""
-    out: list[PersonDetections] = []
-    for start in range(0, len(paths), batch):
-        out += detect_in_images([read_image(p) for p in paths[start : start + batch]], conf)
     return out

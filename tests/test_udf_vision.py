@@ -14,7 +14,8 @@ import torch
 from pyspark.sql import SparkSession
 from skimage import data
 
-from models import ModelNotFoundError, data_dir, face_gallery, yolo_detector
+from models import ModelNotFoundError, data_dir, face_gallery, images
+from reasoning_udfs import person_detection as person_detection_module
 from reasoning_udfs.face_recognition import face_recognition
 from reasoning_udfs.name_from_path import name_from_path
 from reasoning_udfs.person_detection import person_detection
@@ -87,11 +88,15 @@ def test_coco_images_agree_with_their_labels_in_both_modes() -> None:
         assert box["confidence"] >= 0.25
 
 
-def test_detect_people_in_chunks_matches_one_by_one() -> None:
-    chunked = yolo_detector.detect_people([WITH_PERSON, WITHOUT_PERSON, WITH_PERSON], batch=2)
-    single = yolo_detector.detect_people([WITH_PERSON], batch=1)[0]
-    assert chunked[1].boxes == [] and len(chunked[0].boxes) == len(chunked[2].boxes) == len(single.boxes)
-    assert chunked[2].confidences == pytest.approx(single.confidences, abs=0.02)
+def test_detect_people_in_chunks_matches_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(person_detection_module, "BATCH", 2)
+    rows = [(WITH_PERSON,), (WITHOUT_PERSON,), (WITH_PERSON,)]
+    chunked = [reason for _, reason in person_detection.main_with_reason_batch(rows)]
+    ((_, single),) = person_detection.main_with_reason_batch([(WITH_PERSON,)])
+    boxes = [len(r["boxes"]) for r in (*chunked, single)]
+    assert boxes[1] == 0 and boxes[0] == boxes[2] == boxes[3]
+    confidences = [[b["confidence"] for b in r["boxes"]] for r in (chunked[2], single)]
+    assert confidences[0] == pytest.approx(confidences[1], abs=0.02)
 
 
 def test_missing_or_broken_image_names_the_path(tmp_path: Path) -> None:
@@ -102,7 +107,7 @@ def test_missing_or_broken_image_names_the_path(tmp_path: Path) -> None:
     broken = tmp_path / "broken.jpg"
     broken.write_text("not a jpeg")
     with pytest.raises(ValueError, match=re.escape(f"cannot be decoded: {broken}")):
-        yolo_detector.read_image(str(broken))
+        images.read_image(str(broken))
 
 
 def test_missing_weights_name_the_expected_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

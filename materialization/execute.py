@@ -13,7 +13,9 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
+from materialization.capture import Capture, Capturer
 from materialization.compile import Compiler, finish
+from materialization.indexes import IndexBuilder
 from materialization.store import ResultsStore
 from materialization.strategies import run_mode, stores
 from reasoning_udfs.udf import ERROR_MARKER, lookup
@@ -36,53 +38,123 @@ def execute_run(
     strategy: str,
     run_id: str,
     progress: Progress = lambda msg: None,
+    capture: Capture | None = None,
 ) -> dict[str, Any]:
     """Run ``task`` and commit it to the store atomically; returns the run record."""
     staging = store.staging_dir(run_id)
-    mode = run_mode(strategy)
+    mode = "reasoning" if capture is not None else run_mode(strategy)
     started = time.perf_counter()
-    stored: dict[str, Any] = {}
-    outputs: dict[int, DataFrame] = {}
     try:
-        for seg in _post_order(root):
-            inputs = {id(child.top): outputs[child.id] for child in seg.children}
-            df = Compiler(spark, mode, inputs=lambda n, i=inputs: i.get(id(n))).compile(seg.top)
-            if stores(strategy, seg, root):
-                progress(f"segment {seg.id} ({seg.pattern()}): storing its output")
-                path = f"{staging}/segment-{seg.id}"
-                with translate_udf_errors():
-                    store.write_parquet(df, path)
-                df = spark.read.parquet(path)
-                stored[str(seg.id)] = {
-                    "dir": f"segment-{seg.id}",
-                    "mode": mode,
-                    "rows": df.count(),
-                    "bytes": store.size(path),
-                }
-            outputs[seg.id] = df
+        if capture is None:
+            final, stored = _run_segments(spark, store, staging, root, strategy, progress)
+            captured = None
+        else:
+            final, stored, captured = _capture_segments(spark, store, staging, task, root, capture, progress)
         progress("writing the task output")
         out_path = f"{staging}/output"
         with translate_udf_errors():
-            store.write_parquet(finish(task, outputs[root.id]), out_path)
+            store.write_parquet(finish(task, final), out_path)
         output_rows = spark.read.parquet(out_path).count()
+        task_seconds = time.perf_counter() - started
         record = {
             "run_id": run_id,
             "created": datetime.now(UTC).isoformat(),
             "strategy": strategy,
+            "backend": "lazy" if capture is None else "eager",
             "mode": mode,
             "task": to_dict(task),
             "segments": render_segments(root),
             "stored": stored,
             "output": {"dir": "output", "rows": output_rows, "bytes": store.size(out_path)},
             "udfs": {n.udf: lookup(n.udf).import_path() for n in task.root.walk() if isinstance(n, Function)},
-            "seconds": time.perf_counter() - started,
         }
+        if captured is not None:
+            progress("building the lineage indexes")
+            captured["segments"][str(root.id)]["output"] = "output"
+            plan = {t: tuple(a) for t, a in captured["plan"].items()}
+            builder = IndexBuilder(spark, store, staging, root, captured["segments"], plan, capture)  # type: ignore[arg-type]
+            index_started = time.perf_counter()
+            captured.update(builder.build())
+            captured["index_seconds"] = time.perf_counter() - index_started
+            record["capture"] = captured
+        record["task_seconds"] = task_seconds
+        record["seconds"] = time.perf_counter() - started
         store.write_json(f"{staging}/run.json", record)
         store.commit_run(run_id)
     except BaseException:
         store.delete(staging)
         raise
     return record
+
+
+def _run_segments(
+    spark: SparkSession, store: ResultsStore, staging: str, root: Segment, strategy: str, progress: Progress
+) -> tuple[DataFrame, dict[str, Any]]:
+    """The task, segment by segment, storing what the strategy keeps; returns the root's
+    (unwritten) result and what was stored."""
+    mode = run_mode(strategy)
+    stored: dict[str, Any] = {}
+    outputs: dict[int, DataFrame] = {}
+    for seg in _post_order(root):
+        inputs = {id(child.top): outputs[child.id] for child in seg.children}
+        df = Compiler(spark, mode, inputs=lambda n, i=inputs: i.get(id(n))).compile(seg.top)
+        if stores(strategy, seg, root):
+            progress(f"segment {seg.id} ({seg.pattern()}): storing its output")
+            df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, df)
+        outputs[seg.id] = df
+    return outputs[root.id], stored
+
+
+def _capture_segments(
+    spark: SparkSession,
+    store: ResultsStore,
+    staging: str,
+    task: Task,
+    root: Segment,
+    capture: Capture,
+    progress: Progress,
+) -> tuple[DataFrame, dict[str, Any], dict[str, Any]]:
+    """The task with eager lineage capture: every non-root segment is stored (in reasoning
+    mode, as Full does) with its lineage ids, so that parents can refer to its rows."""
+    plan = capture.resolve(task)
+    capturer = Capturer(spark, plan)
+    stored: dict[str, Any] = {}
+    segments: dict[str, Any] = {}
+    outputs: dict[int, DataFrame] = {}
+    for seg in _post_order(root):
+        inputs = {}
+        for j, leaf in enumerate(seg.leaves):
+            child = seg.child_for(leaf)
+            inputs[id(leaf)] = capturer.leaf_input(leaf, j, outputs[child.id] if child else None)
+        found = capturer.segment(seg, inputs)
+        meta: dict[str, Any] = {"output": f"segment-{seg.id}", "lineage": None, "tags": found.tags}
+        if found.lineage is not None:
+            progress(f"segment {seg.id} ({seg.pattern()}): capturing its lineage")
+            meta["lineage"] = f"lineage-{seg.id}"
+            store.write_parquet(found.lineage, f"{staging}/lineage-{seg.id}")
+        if seg is root:
+            outputs[seg.id] = found.output
+        else:
+            progress(f"segment {seg.id} ({seg.pattern()}): storing its output and lineage")
+            outputs[seg.id], stored[str(seg.id)] = _store_segment(spark, store, staging, seg, found.output)
+        segments[str(seg.id)] = meta
+    captured = {
+        "capture": capture.to_dict(),
+        "plan": {t: list(a) for t, a in plan.items()},
+        "segments": segments,
+    }
+    return outputs[root.id], stored, captured
+
+
+def _store_segment(
+    spark: SparkSession, store: ResultsStore, staging: str, seg: Segment, df: DataFrame
+) -> tuple[DataFrame, dict[str, Any]]:
+    path = f"{staging}/segment-{seg.id}"
+    with translate_udf_errors():
+        store.write_parquet(df, path)
+    df = spark.read.parquet(path)
+    info = {"dir": f"segment-{seg.id}", "mode": "reasoning", "rows": df.count(), "bytes": store.size(path)}
+    return df, info
 
 
 def _post_order(seg: Segment) -> list[Segment]:

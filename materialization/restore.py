@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from materialization.compile import Compiler, read_source
+from materialization.compile import Compiler, read_source, ref
 from materialization.pushdown import Restriction, push_to_leaves
 from segmenter.operators import Node, Source
 from segmenter.segments import Segment
@@ -33,8 +33,8 @@ class Restorer:
     def output(self, seg: Segment, restriction: Restriction | None) -> DataFrame:
         """``seg``'s output rows in reasoning mode, restricted to ``restriction``."""
         path = self.stored_path(seg)
-        if path is not None:
-            df = self.spark.read.parquet(path)
+        if path is not None:  # an eager run stores lineage columns beside the segment's own
+            df = self.spark.read.parquet(path).select(*[ref(c.id) for c in seg.top.columns])
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}

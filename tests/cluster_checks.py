@@ -105,6 +105,13 @@ def test_golden_loan_example(suite: Suite, strategy: str) -> None:
     assert_reject_lineage(run.lineage(rows=[("Reject", 1)]))
 
 
+def test_eager_golden_loan_example(suite: Suite) -> None:
+    """Eager capture with executors in other processes: the golden lineage, from the indexes."""
+    run = suite.als.run(loan_task(suite.als), backend="eager")
+    assert sorted(tuple(r) for r in run.output.collect()) == LOAN_OUTPUT
+    assert_reject_lineage(run.lineage(rows=[("Reject", 1)]))
+
+
 @pytest.mark.parametrize("task_id", CLUSTER_TASKS)
 def test_differential_on_cluster(suite: Suite, task_id: str) -> None:
     assert TASKS_BY_ID[task_id].bug is None

@@ -1,6 +1,15 @@
 """Derive augmented lineage: tracing queries, Algorithm 1, the lineage answer, the AL manager."""
 
+from tracing.errors import NotCapturedError, TargetNotFoundError
+from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
-from tracing.session import LineageSession, Run, TargetNotFoundError
+from tracing.session import LineageSession, Run
 
-__all__ = ["AugmentedLineage", "LineageSession", "Run", "TargetNotFoundError"]
+__all__ = [
+    "AugmentedLineage",
+    "ForwardLineage",
+    "LineageSession",
+    "NotCapturedError",
+    "Run",
+    "TargetNotFoundError",
+]

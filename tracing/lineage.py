@@ -1,18 +1,24 @@
 """The answer to "where did these rows come from, and why": AL(Ō) = (SL, RL).
 
-Rows stay Spark DataFrames (checkpointed, so asking twice costs nothing more); the
-accessors collect them. ``str()`` gives a readable report, :meth:`to_json` a portable one.
+Rows are Spark DataFrames (the tracing queries' results, settled so that asking twice costs
+nothing more) or Arrow tables (answers read in-process from an eager run's indexes); the
+accessors collect either into the same plain dicts. ``str()`` gives a readable report,
+:meth:`to_json` a portable one.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row
 
 SHOW_ROWS = 10
+
+Rows = DataFrame | pa.Table
 
 
 @dataclass(frozen=True)
@@ -24,7 +30,7 @@ class ReasoningRows:
     inputs: tuple[str, ...]  # names of the attributes E
     value: str
     reason: str
-    rows: DataFrame
+    rows: Rows
 
 
 @dataclass(frozen=True)
@@ -39,10 +45,10 @@ class TraceStat:
 
 @dataclass
 class AugmentedLineage:
-    source: dict[str, DataFrame]
+    source: dict[str, Rows]
     reasoning: list[ReasoningRows]
     queries: list[TraceStat]
-    targets: DataFrame | None = None
+    targets: Rows | None = None
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
@@ -57,7 +63,7 @@ class AugmentedLineage:
         if table not in self.source:
             return []
         if table not in self._cache:
-            self._cache[table] = _sorted_dicts(self.source[table].collect())
+            self._cache[table] = collect_rows(self.source[table])
         return self._cache[table]
 
     def source_ids(self, table: str) -> set[tuple[Any, ...]]:
@@ -73,7 +79,7 @@ class AugmentedLineage:
         for entry in self.reasoning:
             if udf is not None and entry.udf != udf:
                 continue
-            for r in _sorted_dicts(entry.rows.collect()):
+            for r in collect_rows(entry.rows):
                 out.append(
                     {
                         "udf": entry.udf,
@@ -92,7 +98,7 @@ class AugmentedLineage:
     # --- presentation -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
-            "targets": _sorted_dicts(self.targets.collect()) if self.targets is not None else None,
+            "targets": collect_rows(self.targets) if self.targets is not None else None,
             "source_lineage": {t: self.source_rows(t) for t in self.tables},
             "reasoning_lineage": self.reasoning_rows(),
             "tracing_queries": [q.__dict__ for q in self.queries],
@@ -104,15 +110,15 @@ class AugmentedLineage:
     def __str__(self) -> str:
         lines = []
         if self.targets is not None:
-            targets = _sorted_dicts(self.targets.collect())
+            targets = collect_rows(self.targets)
             lines.append(f"Augmented lineage of {len(targets)} output row(s)")
-            lines += [f"  {_fmt(r)}" for r in targets[:SHOW_ROWS]]
+            lines += [f"  {fmt_row(r)}" for r in targets[:SHOW_ROWS]]
             lines += _more(len(targets))
         lines.append("Source lineage")
         for table in self.tables:
             rows = self.source_rows(table)
             lines.append(f"  {table}: {len(rows)} row(s)")
-            lines += [f"    {_fmt(r)}" for r in rows[:SHOW_ROWS]]
+            lines += [f"    {fmt_row(r)}" for r in rows[:SHOW_ROWS]]
             lines += _more(len(rows), "    ")
         lines.append("Reasoning lineage")
         if not self.reasoning:
@@ -121,9 +127,8 @@ class AugmentedLineage:
             rows = [r for r in self.reasoning_rows(entry.udf) if r["segment"] == entry.segment]
             lines.append(f"  {entry.udf} (segment {entry.segment}): {len(rows)} call(s)")
             for r in rows[:SHOW_ROWS]:
-                lines.append(
-                    f"    {_fmt(r['inputs'])} -> {entry.value}={r['value']!r}  reason={_plain(r['reason'])}"
-                )
+                call = f"{fmt_row(r['inputs'])} -> {entry.value}={r['value']!r}"
+                lines.append(f"    {call}  reason={_plain(r['reason'])}")
             lines += _more(len(rows), "    ")
         lines.append(f"Tracing queries ({self.seconds:.2f} s)")
         for q in self.queries:
@@ -141,19 +146,26 @@ class AugmentedLineage:
 
 
 def _plain(value: Any) -> Any:
+    """Python values as Spark's collect gives them, whichever engine read the row."""
     if isinstance(value, Row):
         return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone().replace(tzinfo=None)  # Spark gives local, naive timestamps
     return value
 
 
-def _sorted_dicts(rows: list[Row]) -> list[dict[str, Any]]:
-    dicts = [{k: _plain(v) for k, v in r.asDict().items()} for r in rows]
+def collect_rows(rows: Rows) -> list[dict[str, Any]]:
+    """All rows as plain dicts, sorted (a stable order for reports and comparisons)."""
+    found = rows.to_pylist() if isinstance(rows, pa.Table) else [r.asDict() for r in rows.collect()]
+    dicts = [{k: _plain(v) for k, v in r.items()} for r in found]
     return sorted(dicts, key=lambda d: json.dumps(d, sort_keys=True, default=str))
 
 
-def _fmt(row: dict[str, Any]) -> str:
+def fmt_row(row: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_plain(v)!r}" for k, v in row.items())
 
 

@@ -5,6 +5,11 @@ run, in this process or a later one, for the augmented lineage of its output row
     als.register_table("client", client_df, key="ClientID")
     run = als.run(task_dataframe_or_sql, strategy="fm")
     print(run.lineage(where="Judge = 'Reject'"))
+
+Two lineage backends answer the same questions: ``lazy`` (tracing queries at question time,
+nothing captured while the task runs) and ``eager`` (``als.run(task, backend="eager")``:
+lineage indexes captured while the task runs, questions answered from them in-process; it
+also answers forward questions, :meth:`Run.forward`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from materialization.capture import Capture
 from materialization.compile import ref, visible
 from materialization.execute import execute_run, translate_udf_errors
 from materialization.pushdown import Restriction
@@ -33,12 +39,12 @@ from segmenter.operators import Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
 from tracing.derive import derive
+from tracing.eager import EagerIndex
+from tracing.errors import NotCapturedError, TargetNotFoundError
+from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
 
-
-class TargetNotFoundError(LineageError):
-    """Lineage was asked for rows that are not in the run's output."""
-
+BACKENDS = ("lazy", "eager")
 
 TableData = DataFrame | pd.DataFrame | str
 
@@ -93,14 +99,40 @@ class LineageSession:
         df = self.sql(task) if isinstance(task, str) else task
         return parse_dataframe(df, self.store.resolve, text)
 
-    def run(self, task: DataFrame | str, strategy: str = "fm", run_id: str | None = None) -> Run:
-        """Run ``task`` under ``strategy`` (rerun, full or fm) and persist it."""
-        check_strategy(strategy)
+    def run(
+        self,
+        task: DataFrame | str,
+        strategy: str | None = None,
+        run_id: str | None = None,
+        backend: str = "lazy",
+        capture: Capture | None = None,
+    ) -> Run:
+        """Run ``task`` and persist it.
+
+        ``backend="lazy"`` (default): under ``strategy`` rerun, full or fm (default fm).
+        ``backend="eager"``: capture lineage indexes while the task runs; every intermediate
+        result is stored as under ``full`` (the only strategy it takes). ``capture`` prunes
+        what is captured (tables, directions) or coarsens it (granularity), see
+        :class:`materialization.capture.Capture`."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+        if backend == "eager":
+            if strategy not in (None, "full"):
+                raise ValueError(
+                    "backend='eager' stores every intermediate result, as strategy 'full' does; "
+                    f"leave strategy out (got {strategy!r})"
+                )
+            strategy, capture = "full", capture or Capture()
+        elif capture is not None:
+            raise ValueError("capture= applies to backend='eager' only")
+        strategy = check_strategy(strategy or "fm")
         parsed = self.parse(task)
         root = segment(parsed.root)
+        if capture is not None:
+            capture.resolve(parsed)  # a bad declaration fails before anything runs
         run_id = run_id or new_id("r")
-        self.progress(f"run {run_id}: {strategy}, {len(list(root.walk()))} segment(s)")
-        record = execute_run(self.spark, self.store, parsed, root, strategy, run_id, self.progress)
+        self.progress(f"run {run_id}: {strategy}/{backend}, {len(list(root.walk()))} segment(s)")
+        record = execute_run(self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture)
         return Run(self, record, parsed, root)
 
     def load_run(self, run_id: str) -> Run:
@@ -135,12 +167,37 @@ class Run:
         return self.record["strategy"]
 
     @property
+    def backend(self) -> str:
+        return self.record.get("backend", "lazy")
+
+    @property
     def dir(self) -> str:
         return self.session.store.run_dir(self.id)
 
     @cached_property
     def _stored_output(self) -> DataFrame:
-        return self.session.spark.read.parquet(f"{self.dir}/{self.record['output']['dir']}")
+        """The root's rows by column id (an eager run stores lineage columns beside them)."""
+        df = self.session.spark.read.parquet(f"{self.dir}/{self.record['output']['dir']}")
+        return df.select(*[ref(c.id) for c in self.task.root.columns])
+
+    @cached_property
+    def _eager(self) -> EagerIndex:
+        if self.backend != "eager":
+            raise NotCapturedError(
+                f"run {self.id} was not captured eagerly (backend {self.backend!r}); "
+                "run the task with backend='eager' to ask forward questions or answer from indexes"
+            )
+        return EagerIndex(self.session.spark, self.dir, self.record, self.task, self.root)
+
+    @property
+    def index_bytes(self) -> int:
+        """Bytes of the captured lineage indexes (0 for a lazy run)."""
+        meta = self.record.get("capture")
+        if not meta:
+            return 0
+        sizes = [d["bytes"] for info in meta["indexes"].values() for k, d in info.items() if k != "attrs"]
+        sizes += [d["bytes"] for sets in meta["controls"].values() for d in sets.values()]
+        return sum(sizes) + (meta["ctl"]["bytes"] if meta.get("ctl") else 0)
 
     @property
     def output(self) -> DataFrame:
@@ -162,7 +219,10 @@ class Run:
         return sum(s["bytes"] for s in self.record["stored"].values())
 
     def __repr__(self) -> str:
-        return f"<Run {self.id} strategy={self.strategy} output_rows={self.record['output']['rows']}>"
+        return (
+            f"<Run {self.id} strategy={self.strategy} backend={self.backend} "
+            f"output_rows={self.record['output']['rows']}>"
+        )
 
     # --- lineage ------------------------------------------------------------------------------
     def lineage(
@@ -171,14 +231,58 @@ class Run:
         rows: Sequence[dict[str, Any] | Sequence[Any]] | None = None,
         sample: int | None = None,
         seed: int = 0,
+        backend: str | None = None,
     ) -> AugmentedLineage:
         """Augmented lineage of output rows: those matching the SQL predicate ``where``, the
         given ``rows`` (dicts by column name, or tuples in output column order), ``sample``
-        rows drawn with ``seed``, or, with none of these, every output row."""
+        rows drawn with ``seed``, or, with none of these, every output row.
+
+        ``backend``: the run's own by default; ``"lazy"`` traces an eager run with tracing
+        queries instead of reading its indexes."""
         if sum(x is not None for x in (where, rows, sample)) > 1:
             raise ValueError("give at most one of where=, rows=, sample=")
+        backend = backend or self.backend
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         with tuned_for_lookups(self.session.spark):
+            if backend == "eager":
+                return self._eager_lineage(where, rows, sample, seed)
             return self._lineage(where, rows, sample, seed)
+
+    def forward(
+        self,
+        table: str | None = None,
+        ids: Sequence[Any] | None = None,
+        where: str | None = None,
+        udf: str | None = None,
+    ) -> ForwardLineage:
+        """Output rows that depend on given source rows or model decisions (eager runs).
+
+        ``table`` with ``ids`` (key values, a tuple per row for composite keys; values of the
+        captured attributes for a coarser granularity) or ``where`` (a SQL predicate on the
+        table): which results do these rows feed? ``udf`` with ``where`` (a predicate on the
+        call's input names, value and reason): which results rest on these model decisions?"""
+        if (table is None) == (udf is None):
+            raise ValueError("give table= (source rows) or udf= (model decisions)")
+        with tuned_for_lookups(self.session.spark):
+            if udf is not None:
+                if ids is not None:
+                    raise ValueError("model decisions are chosen with where=, not ids=")
+                return self._eager.forward_calls(udf, where)
+            return self._eager.forward_sources(table, ids, where)  # type: ignore[arg-type]
+
+    def _eager_lineage(self, where: str | None, rows: Any, sample: int | None, seed: int) -> AugmentedLineage:
+        index = self._eager
+        if rows is not None:
+            names = [c.name for c in self.task.output]
+            targets, lids = index.rows_targets(self._given_rows(names, rows), names)
+        elif where is None and sample is None:
+            targets, lids = index.targets(None)
+        else:
+            targets, lids = index.targets(self._choose(where, None, sample, seed))
+        if not lids:
+            raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
+        return index.backward(targets, lids)
 
     def _lineage(self, where: str | None, rows: Any, sample: int | None, seed: int) -> AugmentedLineage:
         chosen, count, _ = settle(self._choose(where, rows, sample, seed))
@@ -215,7 +319,9 @@ class Run:
             chosen = named
         return chosen.select(*out.columns)
 
-    def _rows(self, named: DataFrame, names: list[str], rows: Any) -> DataFrame:
+    @staticmethod
+    def _given_rows(names: list[str], rows: Any) -> list[dict[str, Any]]:
+        """``rows=`` as dicts by output column name, checked."""
         if not rows:
             raise ValueError("rows= is empty")
         for r in rows:
@@ -225,6 +331,10 @@ class Run:
         unknown = {k for r in wanted for k in r} - set(names)
         if unknown:
             raise LineageError(f"rows= names unknown column(s) {sorted(unknown)}; output has {names}")
+        return wanted
+
+    def _rows(self, named: DataFrame, names: list[str], rows: Any) -> DataFrame:
+        wanted = self._given_rows(names, rows)
         cols = sorted({k for r in wanted for k in r}, key=names.index)
         schema = named.select(*cols).schema
         given = self.session.spark.createDataFrame([tuple(r.get(c) for c in cols) for r in wanted], schema)

@@ -1,0 +1,238 @@
+"""Eager lineage capture: run a task with lineage ids carried through the plan (Smoke's rid
+indexes, the forward paper's DL sets), one segment at a time.
+
+Every output row of a segment gets a lineage id ``__lid``: a 64-bit hash of the values that
+identify it for lineage (the top grouping keys of an aggregation segment, the body's columns
+otherwise, the row itself for a difference). Lineage is defined on values, so rows that are
+equal there share an id and their lineage, exactly as the tracing queries treat them.
+
+Each input (leaf) of a segment carries a tag column ``__tag_<j>``: for a source table the
+attributes lineage is kept on (its key, or a coarser attribute set), for a child segment the
+child's ``__lid``. σ π ⋈ ∪ pass tags on (the compiler's tagged mode); an aggregation collects
+them into sets. Where that can be done in the pass that computes the output (no semi-join in
+the segment) the tags are stored as columns of the segment's output; otherwise, and for a
+difference, a separate ``lineage-<id>`` table of (``__lid``, tags) is written.
+
+A difference T1 − T2 keeps its left rows' tags (data lineage); its dependence on all of T2
+(control lineage, forward paper §3.4) is recorded by the index builder, not per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from materialization.compile import TAG_PREFIX, Compiler, read_source, ref, sql_col, tags_of
+from segmenter.errors import LineageError
+from segmenter.operators import Aggregation, Join, Node, Source, Task
+from segmenter.segments import Segment
+
+LID = "__lid"
+DIRECTIONS = ("backward", "forward")
+
+
+class CaptureError(LineageError):
+    """The capture declaration does not fit the task (unknown table, attribute or direction)."""
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What to capture (Smoke's workload-aware pruning, the forward paper's granularity).
+
+    ``tables``: source tables whose lineage is kept (None: all of the task's).
+    ``directions``: index orientations to build, ``backward`` and/or ``forward``.
+    ``granularity``: per table, the attributes lineage is kept on instead of its key (e.g.
+    ``{"lineitem": ["l_suppkey"]}``: per supplier rather than per line item).
+    ``functions``: keep the reasoning lineage (which model calls each output row used).
+    """
+
+    tables: tuple[str, ...] | None = None
+    directions: tuple[str, ...] = DIRECTIONS
+    granularity: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    functions: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tables": None if self.tables is None else list(self.tables),
+            "directions": list(self.directions),
+            "granularity": {t: list(a) for t, a in self.granularity.items()},
+            "functions": self.functions,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Capture:
+        tables = data.get("tables")
+        return cls(
+            tables=None if tables is None else tuple(tables),
+            directions=tuple(data.get("directions", DIRECTIONS)),
+            granularity={t: tuple(a) for t, a in data.get("granularity", {}).items()},
+            functions=bool(data.get("functions", True)),
+        )
+
+    def resolve(self, task: Task) -> dict[str, tuple[str, ...]]:
+        """Captured table -> attribute names lineage is kept on; errors name what is wrong."""
+        sources: dict[str, Source] = {}
+        for node in task.root.walk():
+            if isinstance(node, Source):
+                sources.setdefault(node.table, node)
+        known = ", ".join(sorted(sources)) or "none"
+        bad = [d for d in self.directions if d not in DIRECTIONS]
+        if bad or not self.directions:
+            raise CaptureError(
+                f"capture directions must be some of {DIRECTIONS}, not {list(self.directions)}"
+            )
+        tables = list(sources) if self.tables is None else list(self.tables)
+        for table in [*tables, *self.granularity]:
+            if table not in sources:
+                raise CaptureError(f"capture names table {table!r}, which the task does not read ({known})")
+        out = {}
+        for table in tables:
+            source = sources[table]
+            names = {c.name.lower(): c.name for c in source.cols}
+            wanted = self.granularity.get(table)
+            if wanted is None:
+                out[table] = tuple(_names(source, source.key))
+                continue
+            missing = [a for a in wanted if a.lower() not in names]
+            if missing or not wanted:
+                raise CaptureError(
+                    f"granularity of {table!r}: no column(s) {missing or '(none given)'}; "
+                    f"it has {[c.name for c in source.cols]}"
+                )
+            out[table] = tuple(names[a.lower()] for a in wanted)
+        return out
+
+
+def lid_of(col_ids: Sequence[str]) -> Column:
+    """The lineage id of a row: a hash of its identifying values, nulls told apart (Spark's
+    hash skips nulls, so (NULL, 1) and (1, NULL) would collide without the null flags)."""
+    cols = [ref(c) for c in col_ids]
+    return F.xxhash64(F.lit(0), *cols, *[c.isNull() for c in cols])
+
+
+def lid_columns(seg: Segment) -> list[str]:
+    """The columns whose values identify a segment's output row for lineage."""
+    if seg.is_d:
+        return [c.id for c in seg.top.columns]
+    if seg.aggregations:
+        return list(seg.aggregations[0].key_ids)
+    body_top = seg.body if seg.body is not None else seg.leaves[0]
+    return [c.id for c in body_top.match_columns()]
+
+
+@dataclass(frozen=True)
+class SegmentCapture:
+    """A segment's output with ``__lid`` (and, when ``inline``, its tag columns), plus the
+    separately computed lineage table when the tags could not ride along."""
+
+    output: DataFrame
+    lineage: DataFrame | None
+    tags: dict[str, dict[str, Any]]  # tag column -> {"leaf": j, "array": bool}
+
+    @property
+    def inline(self) -> bool:
+        return self.lineage is None
+
+
+class Capturer:
+    """Builds the capture DataFrames of each segment; the caller writes and reads them back."""
+
+    def __init__(self, spark: SparkSession, plan: dict[str, tuple[str, ...]]) -> None:
+        self.spark = spark
+        self.plan = plan  # captured table -> attribute names
+
+    def leaf_input(self, leaf: Node, j: int, child_output: DataFrame | None) -> DataFrame:
+        """A segment input with its tag: the attributes of a captured source row, or the
+        lineage id of a child segment's row (read back from where the child was stored)."""
+        tag = f"{TAG_PREFIX}{j}"
+        if child_output is not None:
+            cols = [ref(c.id) for c in leaf.columns]
+            return child_output.select(*cols, ref(LID).alias(tag))
+        assert isinstance(leaf, Source)
+        df = read_source(self.spark, leaf)
+        attrs = self.plan.get(leaf.table)
+        if attrs is None:
+            return df
+        by_name = {c.name: c.id for c in leaf.cols}
+        return df.withColumn(tag, F.struct(*[ref(by_name[a]).alias(a) for a in attrs]))
+
+    def segment(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
+        if seg.is_d:
+            return self._difference(seg, inputs)
+        if any(isinstance(op, Join) and op.semi for op in seg.operators):
+            return self._separate(seg, inputs)
+        return self._inline(seg, inputs)
+
+    def _compiler(self, inputs: dict[int, DataFrame], tagged: bool = False) -> Compiler:
+        return Compiler(self.spark, "reasoning", inputs=lambda n: inputs.get(id(n)), tagged=tagged)
+
+    def _inline(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
+        """One pass: tags ride along the body's rows and are collected by the aggregations."""
+        body_top = seg.body if seg.body is not None else seg.leaves[0]
+        df = self._compiler(inputs, tagged=True).compile(body_top)
+        tags = tags_of(df)
+        above: Node = body_top
+        for depth, agg in enumerate(reversed(seg.aggregations)):
+            df = _aggregate_carrying(df, agg, tags, collected=depth > 0)
+            above = agg
+        df = df.withColumn(LID, lid_of(lid_columns(seg)))
+        out = self._compiler({id(above): df}).compile(seg.top)
+        arrays = bool(seg.aggregations)
+        return SegmentCapture(out, None, {t: {"leaf": _leaf_index(t), "array": arrays} for t in tags})
+
+    def _separate(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
+        """A semi-join multiplies tagged rows, so the output comes from the plain plan and
+        the lineage from the tagged body, keyed by the same lineage ids."""
+        plain = {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
+        out = self._compiler(plain).compile(seg.top)
+        out = out.withColumn(LID, lid_of(lid_columns(seg)))
+        body_top = seg.body if seg.body is not None else seg.leaves[0]
+        body = self._compiler(inputs, tagged=True).compile(body_top)
+        for agg in reversed(seg.aggregations):
+            body = body.withColumns({c.id: sql_col(e) for c, e in agg.keys})
+        tags = tags_of(body)
+        lineage = body.select(lid_of(lid_columns(seg)).alias(LID), *tags).distinct()
+        return SegmentCapture(out, lineage, {t: {"leaf": _leaf_index(t), "array": False} for t in tags})
+
+    def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
+        """Data lineage of T1 − T2: the left rows equal to each output row. The control
+        lineage (all of T2) is attached by the index builder."""
+        left = seg.leaves[0]
+        plain = {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
+        out = self._compiler(plain).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
+        tagged = inputs[id(left)]
+        tags = tags_of(tagged)
+        lineage = tagged.select(lid_of([c.id for c in left.match_columns()]).alias(LID), *tags).distinct()
+        return SegmentCapture(out, lineage, {t: {"leaf": _leaf_index(t), "array": False} for t in tags})
+
+
+def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collected: bool) -> DataFrame:
+    """α with every tag collected into the set of its group's tags (DL sets); an upper
+    aggregation of a chain merges the sets of the groups below it."""
+    keys = [sql_col(e).alias(c.id) for c, e in agg.keys]
+    aggs = [sql_col(e).alias(c.id) for c, e in agg.aggregates]
+
+    def carried(tag: str) -> Column:
+        if collected:
+            return F.array_distinct(F.flatten(F.collect_list(ref(tag)))).alias(tag)
+        return F.collect_set(ref(tag)).alias(tag)
+
+    if aggs or tags:
+        grouped = df.groupBy(*keys).agg(*aggs, *[carried(t) for t in tags])
+    else:
+        grouped = df.select(*keys).distinct()
+    return grouped.select(*[ref(c.id) for c in agg.columns], *tags)
+
+
+def _leaf_index(tag: str) -> int:
+    return int(tag[len(TAG_PREFIX) :])
+
+
+def _names(source: Source, ids: Sequence[str]) -> list[str]:
+    by_id = {c.id: c.name for c in source.cols}
+    return [by_id[i] for i in ids]
+

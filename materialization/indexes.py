@@ -1,0 +1,187 @@
+"""Compose the segments' captured lineage into end-to-end lineage indexes of a run.
+
+For every captured source table (``src-<table>``) and every segment topped by function
+operators (``fn-<segment>``, the model calls whose reasons belong to an output row's
+reasoning lineage) the run gets:
+
+    eager/backward/<name>/   (__lid, attrs...)  sorted by __lid: output row -> its lineage
+    eager/forward/<name>/    the same pairs sorted by attrs: lineage row -> output rows
+
+written as Parquet with small row groups, so a lookup reads one row group. A difference
+T1 − T2 on the way adds control lineage (forward paper §3.4, the paper's D-segment rule):
+every output row that passes through its left input depends on all of T2. Rather than repeat
+T2's lineage for every such row, ``eager/ctl`` holds (__lid, d) pairs and
+``eager/control-<d>/<name>/`` the lineage of all of T2, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial, reduce
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from materialization.capture import LID, Capture
+from materialization.compile import read_source, ref
+from materialization.store import ResultsStore
+from segmenter.operators import Source
+from segmenter.segments import Segment
+
+REF = "__ref"
+FN = "__fn"
+ROW_GROUP_BYTES = 1 << 20  # small row groups: a point lookup decompresses little
+
+
+def index_name(kind: str, what: str | int) -> str:
+    return f"{kind}-{what}"
+
+
+class IndexBuilder:
+    """Reads what the capture stored under ``staging`` and writes the run's indexes."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        store: ResultsStore,
+        staging: str,
+        root: Segment,
+        segments: dict[str, dict[str, Any]],
+        plan: dict[str, tuple[str, ...]],
+        capture: Capture,
+    ) -> None:
+        self.spark = spark
+        self.store = store
+        self.staging = staging
+        self.root = root
+        self.segments = segments  # segment id -> {"output": dir, "lineage": dir, "tags": {...}}
+        self.plan = plan
+        self.capture = capture
+        self._composed: dict[int, tuple[dict[str, DataFrame], DataFrame | None]] = {}
+        self._controls: dict[int, dict[str, DataFrame]] = {}
+
+    def _read(self, directory: str) -> DataFrame:
+        return self.spark.read.parquet(f"{self.staging}/{directory}")
+
+    def out_lids(self, seg: Segment) -> DataFrame:
+        return self._read(self.segments[str(seg.id)]["output"]).select(LID).distinct()
+
+    def compose(self, seg: Segment) -> tuple[dict[str, DataFrame], DataFrame | None]:
+        """(__lid, attrs) pairs per index name for every row ``seg`` captured, and the
+        (__lid, d) control references of the differences on their way."""
+        if seg.id in self._composed:
+            return self._composed[seg.id]
+        meta = self.segments[str(seg.id)]
+        lineage = self._read(meta["lineage"] or meta["output"])
+        parts: dict[str, list[DataFrame]] = {}
+        ctl: list[DataFrame] = []
+        for tag, info in meta["tags"].items():
+            leaf = seg.leaves[info["leaf"]]
+            column = F.explode(ref(tag)) if info["array"] else ref(tag)
+            pairs = lineage.select(ref(LID), column.alias(REF)).where(F.col(REF).isNotNull())
+            child = seg.child_for(leaf)
+            if child is None:
+                assert isinstance(leaf, Source)
+                parts.setdefault(index_name("src", leaf.table), []).append(pairs.select(LID, f"{REF}.*"))
+                continue
+            below, below_ctl = self.compose(child)
+            for name, df in below.items():
+                parts.setdefault(name, []).append(_through(pairs, df))
+            if below_ctl is not None:
+                ctl.append(_through(pairs, below_ctl))
+        if seg.functions and self.capture.functions:
+            lids = self.out_lids(seg)
+            parts.setdefault(index_name("fn", seg.id), []).append(lids.select(LID, ref(LID).alias(FN)))
+        if seg.is_d:
+            ctl.append(self.out_lids(seg).select(LID, F.lit(seg.id).alias("d")))
+            self._controls[seg.id] = self.control(seg)
+        found = ({name: _union(frames) for name, frames in parts.items()}, _union(ctl) if ctl else None)
+        self._composed[seg.id] = found
+        return found
+
+    def control(self, seg: Segment) -> dict[str, DataFrame]:
+        """Lineage of ALL of a difference's right input: what every row of its output that
+        passes the difference depends on."""
+        right = seg.leaves[1]
+        child = seg.child_for(right)
+        if child is None:
+            assert isinstance(right, Source)
+            attrs = self.plan.get(right.table)
+            if attrs is None:
+                return {}
+            names = {c.name: c.id for c in right.cols}
+            rows = read_source(self.spark, right).select(*[ref(names[a]).alias(a) for a in attrs])
+            return {index_name("src", right.table): rows}
+        below, below_ctl = self.compose(child)
+        lids = self.out_lids(child)
+        found = {name: [df.join(lids, LID, "left_semi").drop(LID)] for name, df in below.items()}
+        if below_ctl is not None:
+            nested = below_ctl.join(lids, LID, "left_semi").select("d").distinct().collect()
+            for row in nested:
+                for name, df in self._controls[row["d"]].items():
+                    found.setdefault(name, []).append(df)
+        return {name: _union(frames) for name, frames in found.items()}
+
+    def build(self) -> dict[str, Any]:
+        """Write the indexes; returns what was written (names, attributes, bytes)."""
+        parts, ctl = self.compose(self.root)
+        root_lids = self.out_lids(self.root)
+        jobs: dict[str, Callable[[], dict[str, Any]]] = {}
+        for name, df in parts.items():
+            attrs = [c for c in df.columns if c != LID]
+            pairs = df.join(root_lids, LID, "left_semi")
+            jobs[f"index {name}"] = partial(self._write_both, pairs, name, attrs)
+        if ctl is not None:
+            refs = ctl.join(root_lids, LID, "left_semi").distinct()
+            jobs["ctl"] = partial(self._write, refs, "eager/ctl", [LID])
+        for d, sets in self._controls.items():
+            for name, df in sets.items():
+                jobs[f"control {d} {name}"] = partial(
+                    self._write, df.distinct(), f"eager/control-{d}/{name}", list(df.columns)
+                )
+        # independent Spark jobs: submitted together they overlap their scheduling latency
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            done = dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
+        written: dict[str, Any] = {"indexes": {}, "controls": {}, "ctl": done.get("ctl")}
+        for name, df in parts.items():
+            attrs = [c for c in df.columns if c != LID]
+            written["indexes"][name] = {"attrs": attrs, **done[f"index {name}"]}
+        for d, sets in self._controls.items():
+            for name in sets:
+                written["controls"].setdefault(str(d), {})[name] = done[f"control {d} {name}"]
+        return written
+
+    def _write_both(self, pairs: DataFrame, name: str, attrs: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        source = pairs.distinct()
+        if "backward" in self.capture.directions:
+            out["backward"] = self._write(source, f"eager/backward/{name}", [LID])
+            source = self._read(out["backward"]["dir"])  # re-sorting written pairs beats recomposing
+        if "forward" in self.capture.directions:
+            out["forward"] = self._write(source, f"eager/forward/{name}", attrs)
+        return out
+
+    def _write(self, df: DataFrame, path: str, order: list[str]) -> dict[str, Any]:
+        """Hash-partitioned on the lookup columns and sorted within each file: a lookup
+        prunes row groups by their min/max in every file, and no sampling job is needed."""
+        cols = [ref(c) for c in order]
+        (
+            df.repartition(*cols)
+            .sortWithinPartitions(*cols)
+            .write.mode("error")
+            .option("compression", "zstd")
+            .option("parquet.block.size", ROW_GROUP_BYTES)
+            .parquet(f"{self.staging}/{path}")
+        )
+        return {"dir": path, "bytes": self.store.size(f"{self.staging}/{path}")}
+
+
+def _through(pairs: DataFrame, below: DataFrame) -> DataFrame:
+    """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> (__lid, x...)."""
+    return pairs.join(below.withColumnRenamed(LID, REF), REF).drop(REF)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    return reduce(lambda a, b: a.unionByName(b), frames)

@@ -1,0 +1,46 @@
+"""The answer to "which results depend on this": the output rows a forward query found."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from tracing.lineage import SHOW_ROWS, collect_rows, fmt_row
+
+
+@dataclass(frozen=True)
+class ForwardLineage:
+    """Output rows depending on ``given`` (source rows or attribute values, or model calls)."""
+
+    what: str  # what was asked about, for people
+    given: pa.Table
+    outputs: pa.Table  # the dependent output rows, as a bag (as the output holds them)
+    lineage_ids: int  # distinct output values found
+    seconds: float
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The dependent output rows, sorted."""
+        return collect_rows(self.outputs)
+
+    def __len__(self) -> int:
+        return self.outputs.num_rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"given": collect_rows(self.given), "outputs": self.rows(), "seconds": self.seconds}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+    def __str__(self) -> str:
+        rows = self.rows()
+        lines = [f"{len(rows)} output row(s) depend on {self.what} ({self.seconds * 1000:.0f} ms)"]
+        lines += [f"  {fmt_row(r)}" for r in rows[:SHOW_ROWS]]
+        if len(rows) > SHOW_ROWS:
+            lines.append(f"  ... {len(rows) - SHOW_ROWS} more")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<ForwardLineage {len(self)} output row(s) depend on {self.what}>"

@@ -1,0 +1,107 @@
+"""Small relational operations over Parquet directories of the results store, answered
+in-process by DuckDB when the store is on the local file system (no Spark job: a point
+lookup in a sorted index reads one row group), and by Spark otherwise or when the answer is
+large enough that it should stay distributed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from materialization.compile import null_safe_match
+
+LOCAL_ROWS = 50_000  # answers up to this many keys are computed in-process
+
+Selection = Sequence[tuple[str, str]]  # (column in the file, name in the answer)
+
+
+def local_path(uri: str) -> str | None:
+    """The file-system path of a ``file:`` URI; None for other stores."""
+    return uri[len("file:") :] if uri.startswith("file:") else None
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class ParquetReader:
+    def __init__(self, spark: SparkSession, local: bool) -> None:
+        self.spark = spark
+        self.local = local
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            self._con = duckdb.connect(config={"threads": 2})
+        return self._con
+
+    def _from(self, uri: str) -> str:
+        path = local_path(uri)
+        assert path is not None
+        return f"read_parquet('{path}/*.parquet')"
+
+    def lookup(
+        self, uri: str, keys: pa.Table, select: Selection | None = None, distinct: bool = True
+    ) -> pa.Table:
+        """Rows of ``uri`` whose ``keys.column_names`` equal (null-safely) a row of ``keys``,
+        always returned in-process (index pairs feed the next step)."""
+        found = self.semi(uri, keys, select, distinct, small=True)
+        return found if isinstance(found, pa.Table) else found.toArrow()
+
+    def semi(
+        self,
+        uri: str,
+        keys: pa.Table,
+        select: Selection | None = None,
+        distinct: bool = True,
+        small: bool = False,
+    ) -> pa.Table | DataFrame:
+        """Like :meth:`lookup`, but a large answer stays a (lazy) Spark DataFrame."""
+        if self.local and (small or keys.num_rows <= LOCAL_ROWS):
+            self.con.register("__keys", keys)
+            try:
+                cond = " AND ".join(f"t.{_q(c)} IS NOT DISTINCT FROM k.{_q(c)}" for c in keys.column_names)
+                unique = "DISTINCT " if distinct else ""
+                sql = (
+                    f"SELECT {unique}{self._columns(select)} FROM {self._from(uri)} t "
+                    f"SEMI JOIN __keys k ON {cond}"
+                )
+                return self.con.sql(sql).to_arrow_table()
+            finally:
+                self.con.unregister("__keys")
+        df = self.spark.read.parquet(uri)
+        given = self.spark.createDataFrame(keys)
+        picked = null_safe_match(df, given, {c: c for c in keys.column_names}, "left_semi")
+        if select is not None:
+            picked = picked.select(*[F.col(f"`{c}`").alias(a) for c, a in select])
+        return picked.distinct() if distinct else picked
+
+    def scan(self, uri: str, select: Selection | None = None, where: str | None = None) -> pa.Table:
+        """Rows of ``uri`` (optionally only those matching the SQL predicate ``where`` over
+        the selected names), in-process."""
+        if self.local:
+            sql = f"SELECT * FROM (SELECT {self._columns(select)} FROM {self._from(uri)} t)"
+            if where is not None:
+                sql += f" WHERE {where}"
+            return self.con.sql(sql).to_arrow_table()
+        df = self.spark.read.parquet(uri)
+        if select is not None:
+            df = df.select(*[F.col(f"`{c}`").alias(a) for c, a in select])
+        return (df.filter(F.expr(where)) if where is not None else df).toArrow()
+
+    @staticmethod
+    def _columns(select: Selection | None) -> str:
+        if select is None:
+            return "t.*"
+        return ", ".join(f"t.{_q(c)} AS {_q(a)}" for c, a in select)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None

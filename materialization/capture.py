@@ -47,7 +47,8 @@ class Capture:
     ``directions``: index orientations to build, ``backward`` and/or ``forward``.
     ``granularity``: per table, the attributes lineage is kept on instead of its key (e.g.
     ``{"lineitem": ["l_suppkey"]}``: per supplier rather than per line item).
-    ``functions``: keep the reasoning lineage (which model calls each output row used).
+    ``functions``: keep the reasoning lineage (which model calls each output row used). Without
+    it the models run in normal mode (no reasons computed: often much cheaper).
     """
 
     tables: tuple[str, ...] | None = None
@@ -72,6 +73,11 @@ class Capture:
             granularity={t: tuple(a) for t, a in data.get("granularity", {}).items()},
             functions=bool(data.get("functions", True)),
         )
+
+    @property
+    def mode(self) -> str:
+        """The UDF mode the task runs in under this capture."""
+        return "reasoning" if self.functions else "normal"
 
     def resolve(self, task: Task) -> dict[str, tuple[str, ...]]:
         """Captured table -> attribute names lineage is kept on; errors name what is wrong."""
@@ -141,9 +147,10 @@ class SegmentCapture:
 class Capturer:
     """Builds the capture DataFrames of each segment; the caller writes and reads them back."""
 
-    def __init__(self, spark: SparkSession, plan: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, spark: SparkSession, plan: dict[str, tuple[str, ...]], mode: str) -> None:
         self.spark = spark
         self.plan = plan  # captured table -> attribute names
+        self.mode = mode
 
     def leaf_input(self, leaf: Node, j: int, child_output: DataFrame | None) -> DataFrame:
         """A segment input with its tag: the attributes of a captured source row, or the
@@ -168,7 +175,7 @@ class Capturer:
         return self._inline(seg, inputs)
 
     def _compiler(self, inputs: dict[int, DataFrame], tagged: bool = False) -> Compiler:
-        return Compiler(self.spark, "reasoning", inputs=lambda n: inputs.get(id(n)), tagged=tagged)
+        return Compiler(self.spark, self.mode, inputs=lambda n: inputs.get(id(n)), tagged=tagged)
 
     def _inline(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """One pass: tags ride along the body's rows and are collected by the aggregations."""

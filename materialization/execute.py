@@ -42,7 +42,7 @@ def execute_run(
 ) -> dict[str, Any]:
     """Run ``task`` and commit it to the store atomically; returns the run record."""
     staging = store.staging_dir(run_id)
-    mode = "reasoning" if capture is not None else run_mode(strategy)
+    mode = capture.mode if capture is not None else run_mode(strategy)
     started = time.perf_counter()
     try:
         if capture is None:
@@ -100,7 +100,7 @@ def _run_segments(
         df = Compiler(spark, mode, inputs=lambda n, i=inputs: i.get(id(n))).compile(seg.top)
         if stores(strategy, seg, root):
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output")
-            df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, df)
+            df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, df, mode)
         outputs[seg.id] = df
     return outputs[root.id], stored
 
@@ -114,10 +114,11 @@ def _capture_segments(
     capture: Capture,
     progress: Progress,
 ) -> tuple[DataFrame, dict[str, Any], dict[str, Any]]:
-    """The task with eager lineage capture: every non-root segment is stored (in reasoning
-    mode, as Full does) with its lineage ids, so that parents can refer to its rows."""
+    """The task with eager lineage capture: every non-root segment is stored (as Full does, in
+    reasoning mode unless the capture drops reasoning lineage) with its lineage ids, so that
+    parents can refer to its rows."""
     plan = capture.resolve(task)
-    capturer = Capturer(spark, plan)
+    capturer = Capturer(spark, plan, capture.mode)
     stored: dict[str, Any] = {}
     segments: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
@@ -136,7 +137,8 @@ def _capture_segments(
             outputs[seg.id] = found.output
         else:
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output and lineage")
-            outputs[seg.id], stored[str(seg.id)] = _store_segment(spark, store, staging, seg, found.output)
+            stored_df, info = _store_segment(spark, store, staging, seg, found.output, capture.mode)
+            outputs[seg.id], stored[str(seg.id)] = stored_df, info
         segments[str(seg.id)] = meta
     captured = {
         "capture": capture.to_dict(),
@@ -147,13 +149,13 @@ def _capture_segments(
 
 
 def _store_segment(
-    spark: SparkSession, store: ResultsStore, staging: str, seg: Segment, df: DataFrame
+    spark: SparkSession, store: ResultsStore, staging: str, seg: Segment, df: DataFrame, mode: str
 ) -> tuple[DataFrame, dict[str, Any]]:
     path = f"{staging}/segment-{seg.id}"
     with translate_udf_errors():
         store.write_parquet(df, path)
     df = spark.read.parquet(path)
-    info = {"dir": f"segment-{seg.id}", "mode": "reasoning", "rows": df.count(), "bytes": store.size(path)}
+    info = {"dir": f"segment-{seg.id}", "mode": mode, "rows": df.count(), "bytes": store.size(path)}
     return df, info
 
 

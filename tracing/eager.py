@@ -147,9 +147,18 @@ class EagerIndex:
                     )
                 )
         keys_ = {t: tuple(self.attrs(t)) for t in self.tables}
+        scope = self._scope()
         return AugmentedLineage(
-            source=source, reasoning=reasoning, queries=stats, targets=targets, keys=keys_
+            source=source, reasoning=reasoning, queries=stats, targets=targets, keys=keys_, scope=scope
         )
+
+    def _scope(self) -> str | None:
+        """What a pruned or coarsened capture leaves out, for people reading the answer."""
+        notes = []
+        if set(self.tables) != set(self.sources):
+            notes.append(f"captured tables: {', '.join(self.tables)}")
+        notes += [f"{t} per {', '.join(self.attrs(t))}" for t in self.tables if not self.keyed(t)]
+        return "; ".join(notes) or None
 
     def _controls_of(self, keys: pa.Table) -> list[int]:
         ctl = self.meta.get("ctl")

@@ -50,6 +50,7 @@ class AugmentedLineage:
     queries: list[TraceStat]
     targets: Rows | None = None
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    scope: str | None = None  # set when the answer covers less than every table, row by row
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     # --- accessors ----------------------------------------------------------------------------
@@ -114,7 +115,7 @@ class AugmentedLineage:
             lines.append(f"Augmented lineage of {len(targets)} output row(s)")
             lines += [f"  {fmt_row(r)}" for r in targets[:SHOW_ROWS]]
             lines += _more(len(targets))
-        lines.append("Source lineage")
+        lines.append("Source lineage" + (f" ({self.scope})" if self.scope else ""))
         for table in self.tables:
             rows = self.source_rows(table)
             lines.append(f"  {table}: {len(rows)} row(s)")

@@ -25,6 +25,12 @@ def local_path(uri: str) -> str | None:
     return uri[len("file:") :] if uri.startswith("file:") else None
 
 
+def _equals(keys: pa.Table, column: str) -> str:
+    """``=`` where the keys hold no NULL (the same answer, and DuckDB prunes row groups by it),
+    else the null-safe comparison."""
+    return "=" if keys.column(column).null_count == 0 else "IS NOT DISTINCT FROM"
+
+
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -39,6 +45,8 @@ class ParquetReader:
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
             self._con = duckdb.connect(config={"threads": 2})
+            # index files never change once written: keep their Parquet footers between lookups
+            self._con.execute("SET parquet_metadata_cache = true")
         return self._con
 
     def _from(self, uri: str) -> str:
@@ -66,7 +74,7 @@ class ParquetReader:
         if self.local and (small or keys.num_rows <= LOCAL_ROWS):
             self.con.register("__keys", keys)
             try:
-                cond = " AND ".join(f"t.{_q(c)} IS NOT DISTINCT FROM k.{_q(c)}" for c in keys.column_names)
+                cond = " AND ".join(f"t.{_q(c)} {_equals(keys, c)} k.{_q(c)}" for c in keys.column_names)
                 unique = "DISTINCT " if distinct else ""
                 sql = (
                     f"SELECT {unique}{self._columns(select)} FROM {self._from(uri)} t "

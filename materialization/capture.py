@@ -218,15 +218,17 @@ class Capturer:
 
 
 def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collected: bool) -> DataFrame:
-    """α with every tag collected into the set of its group's tags (DL sets); an upper
-    aggregation of a chain merges the sets of the groups below it."""
+    """α with every tag collected into its group's list of tags (DL sets); an upper
+    aggregation of a chain concatenates the lists of the groups below it. Lists, not sets:
+    hashing every id costs more than the duplicates (a join repeats a dimension row's tag)
+    that the index builder removes anyway."""
     keys = [sql_col(e).alias(c.id) for c, e in agg.keys]
     aggs = [sql_col(e).alias(c.id) for c, e in agg.aggregates]
 
     def carried(tag: str) -> Column:
         if collected:
-            return F.array_distinct(F.flatten(F.collect_list(ref(tag)))).alias(tag)
-        return F.collect_set(ref(tag)).alias(tag)
+            return F.flatten(F.collect_list(ref(tag))).alias(tag)
+        return F.collect_list(ref(tag)).alias(tag)
 
     if aggs or tags:
         grouped = df.groupBy(*keys).agg(*aggs, *[carried(t) for t in tags])

@@ -92,6 +92,15 @@ class AugmentedLineage:
                 )
         return out
 
+    def counts(self) -> dict[str, int]:
+        """Rows per source table and calls per UDF, without turning rows into Python objects
+        (a lineage set can hold millions of rows)."""
+        found = {t: _count(rows) for t, rows in sorted(self.source.items())}
+        for entry in self.reasoning:
+            key = f"{entry.udf} calls"
+            found[key] = found.get(key, 0) + _count(entry.rows)
+        return found
+
     @property
     def seconds(self) -> float:
         return sum(q.seconds for q in self.queries)
@@ -157,6 +166,10 @@ def _plain(value: Any) -> Any:
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.astimezone().replace(tzinfo=None)  # Spark gives local, naive timestamps
     return value
+
+
+def _count(rows: Rows) -> int:
+    return rows.num_rows if isinstance(rows, pa.Table) else rows.count()
 
 
 def collect_rows(rows: Rows) -> list[dict[str, Any]]:

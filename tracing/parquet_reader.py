@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from materialization.compile import null_safe_match
 
-LOCAL_ROWS = 50_000  # answers up to this many keys are computed in-process
+LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
 
 Selection = Sequence[tuple[str, str]]  # (column in the file, name in the answer)
 

@@ -60,16 +60,15 @@ class EagerIndex:
         names = {c.id: c.name for c in source.cols}
         return self.attrs(table) == [names[k] for k in source.key]
 
-    def _index(self, name: str, direction: str) -> str:
-        info = self.meta["indexes"].get(name)
-        if info is None:
-            raise NotCapturedError(f"run {self.record['run_id']} has no {name} lineage")
-        if direction not in info:
+    def _require(self, direction: str) -> None:
+        if direction not in self.meta["capture"]["directions"]:
             raise NotCapturedError(
                 f"run {self.record['run_id']} did not capture {direction} lineage (capture directions "
                 f"{self.meta['capture']['directions']}); ask with backend='lazy' or capture {direction!r}"
             )
-        return self._uri(info[direction]["dir"])
+
+    def _index(self, name: str, direction: str) -> str:
+        return self._uri(self.meta["indexes"][name][direction]["dir"])
 
     # --- backward -----------------------------------------------------------------------------
     def targets(self, chosen: DataFrame | None) -> tuple[pa.Table, list[int]]:
@@ -110,6 +109,7 @@ class EagerIndex:
         return self.reader.scan(uri, select, "FALSE").schema
 
     def backward(self, targets: pa.Table, lids: list[int]) -> AugmentedLineage:
+        self._require("backward")
         keys = pa.table({LID: pa.array(lids, pa.int64())})
         stats: list[TraceStat] = []
         pairs: dict[str, list[pa.Table]] = {}
@@ -225,6 +225,8 @@ class EagerIndex:
         """Output rows that depend on the model calls of ``udf`` matching ``where`` (a SQL
         predicate over the call's input attribute names, value name and reason name)."""
         started = time.perf_counter()
+        if not self.meta["capture"]["functions"]:
+            raise NotCapturedError(f"run {self.record['run_id']} did not capture the reasoning lineage")
         segs = [(s, fn) for s in self.root.walk() for fn in s.functions if fn.udf == udf]
         if not segs:
             used = sorted({fn.udf for s in self.root.walk() for fn in s.functions})
@@ -233,8 +235,6 @@ class EagerIndex:
         decisions = []
         for seg, fn in segs:
             name = index_name("fn", seg.id)
-            if name not in self.meta["indexes"]:
-                raise NotCapturedError(f"run {self.record['run_id']} did not capture the reasoning lineage")
             calls = self._filtered(
                 self._stored(seg), [*_call_columns(fn), (LID, LID)], where, f"calls of {udf}"
             )
@@ -275,15 +275,22 @@ class EagerIndex:
             raise LineageError(f"invalid where={where!r} on {what}: {first}") from None
 
     def _forward_lids(self, name: str, keys: pa.Table) -> set[int]:
-        found = self.reader.lookup(self._index(name, "forward"), keys, [(LID, LID)])
-        lids = set(found.column(LID).to_pylist())
+        """Output rows whose lineage holds one of ``keys``: through the forward index (a table
+        read only by the right side of differences has none) and through control lineage."""
+        self._require("forward")
+        lids: set[int] = set()
+        if name in self.meta["indexes"]:
+            found = self.reader.lookup(self._index(name, "forward"), keys, [(LID, LID)])
+            lids |= set(found.column(LID).to_pylist())
         for d, sets in self.meta["controls"].items():
             info = sets.get(name)
             if info is None or not keys.num_rows:
                 continue
             if self.reader.lookup(self._uri(info["dir"]), keys).num_rows:
-                every = self.reader.scan(self._uri(self.meta["ctl"]["dir"]), [(LID, LID)], f"d = {int(d)}")
-                lids |= set(every.column(LID).to_pylist())
+                refs = self.reader.scan(
+                    self._uri(self.meta["ctl"]["dir"]), [(LID, LID), ("d", "d")], f"d = {int(d)}"
+                )
+                lids |= set(refs.column(LID).to_pylist())
         return lids
 
     def _answer(self, what: str, given: pa.Table, lids: set[int], started: float) -> ForwardLineage:

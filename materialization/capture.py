@@ -9,8 +9,8 @@ equal there share an id and their lineage, exactly as the tracing queries treat 
 Each input (leaf) of a segment carries a tag column ``__tag_<j>``: for a source table the
 attributes lineage is kept on (its key, or a coarser attribute set), for a child segment the
 child's ``__lid``. σ π ⋈ ∪ pass tags on (the compiler's tagged mode); an aggregation collects
-them into sets. Where that can be done in the pass that computes the output (no semi-join in
-the segment) the tags are stored as columns of the segment's output; otherwise, and for a
+them into lists. Where that is done in the pass that computes the output, the tags are stored
+as columns of the segment's output; otherwise (see :meth:`Capturer._separate`), and for a
 difference, a separate ``lineage-<id>`` table of (``__lid``, tags) is written.
 
 A difference T1 − T2 keeps its left rows' tags (data lineage); its dependence on all of T2
@@ -170,7 +170,8 @@ class Capturer:
     def segment(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         if seg.is_d:
             return self._difference(seg, inputs)
-        if any(isinstance(op, Join) and op.semi for op in seg.operators):
+        joins = [op for op in seg.operators if isinstance(op, Join)]
+        if any(j.semi for j in joins) or (seg.aggregations and not joins):
             return self._separate(seg, inputs)
         return self._inline(seg, inputs)
 
@@ -192,8 +193,11 @@ class Capturer:
         return SegmentCapture(out, None, {t: {"leaf": _leaf_index(t), "array": arrays} for t in tags})
 
     def _separate(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
-        """A semi-join multiplies tagged rows, so the output comes from the plain plan and
-        the lineage from the tagged body, keyed by the same lineage ids."""
+        """The output from the plain plan and the lineage, keyed by the same lineage ids, from
+        the tagged body in a second pass. Used where carrying tags would cost more than
+        evaluating the body twice: a semi-join multiplies tagged rows, and an aggregation
+        over a join-free body (a scan) tends to have few, huge groups whose tag lists would
+        be built in a handful of tasks; flat (lineage id, tag) rows are written in parallel."""
         plain = {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
         out = self._compiler(plain).compile(seg.top)
         out = out.withColumn(LID, lid_of(lid_columns(seg)))
@@ -202,7 +206,7 @@ class Capturer:
         for agg in reversed(seg.aggregations):
             body = body.withColumns({c.id: sql_col(e) for c, e in agg.keys})
         tags = tags_of(body)
-        lineage = body.select(lid_of(lid_columns(seg)).alias(LID), *tags).distinct()
+        lineage = body.select(lid_of(lid_columns(seg)).alias(LID), *tags)
         return SegmentCapture(out, lineage, {t: {"leaf": _leaf_index(t), "array": False} for t in tags})
 
     def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
@@ -213,7 +217,7 @@ class Capturer:
         out = self._compiler(plain).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
         tagged = inputs[id(left)]
         tags = tags_of(tagged)
-        lineage = tagged.select(lid_of([c.id for c in left.match_columns()]).alias(LID), *tags).distinct()
+        lineage = tagged.select(lid_of([c.id for c in left.match_columns()]).alias(LID), *tags)
         return SegmentCapture(out, lineage, {t: {"leaf": _leaf_index(t), "array": False} for t in tags})
 
 
@@ -244,4 +248,3 @@ def _leaf_index(tag: str) -> int:
 def _names(source: Source, ids: Sequence[str]) -> list[str]:
     by_id = {c.id: c.name for c in source.cols}
     return [by_id[i] for i in ids]
-

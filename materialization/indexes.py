@@ -134,12 +134,12 @@ class IndexBuilder:
             pairs = df.join(root_lids, LID, "left_semi")
             jobs[f"index {name}"] = partial(self._write_both, pairs, name, attrs)
         if ctl is not None:
-            refs = ctl.join(root_lids, LID, "left_semi").distinct()
+            refs = ctl.join(root_lids, LID, "left_semi")
             jobs["ctl"] = partial(self._write, refs, "eager/ctl", [LID])
         for d, sets in self._controls.items():
             for name, df in sets.items():
                 jobs[f"control {d} {name}"] = partial(
-                    self._write, df.distinct(), f"eager/control-{d}/{name}", list(df.columns)
+                    self._write, df, f"eager/control-{d}/{name}", list(df.columns)
                 )
         # independent Spark jobs: submitted together they overlap their scheduling latency
         with ThreadPoolExecutor(max_workers=4) as pool:
@@ -155,21 +155,23 @@ class IndexBuilder:
 
     def _write_both(self, pairs: DataFrame, name: str, attrs: list[str]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        source = pairs.distinct()
+        source = pairs
         if "backward" in self.capture.directions:
             out["backward"] = self._write(source, f"eager/backward/{name}", [LID])
             source = self._read(out["backward"]["dir"])  # re-sorting written pairs beats recomposing
         if "forward" in self.capture.directions:
-            out["forward"] = self._write(source, f"eager/forward/{name}", attrs)
+            out["forward"] = self._write(source, f"eager/forward/{name}", attrs, unique="backward" in out)
         return out
 
-    def _write(self, df: DataFrame, path: str, order: list[str]) -> dict[str, Any]:
-        """Hash-partitioned on the lookup columns and sorted within each file: a lookup
-        prunes row groups by their min/max in every file, and no sampling job is needed."""
-        cols = [ref(c) for c in order]
+    def _write(self, df: DataFrame, path: str, order: list[str], unique: bool = False) -> dict[str, Any]:
+        """Distinct rows, hash-partitioned on all their columns (balanced even when a few
+        output rows own most pairs; the distinct needs no second shuffle) and sorted by the
+        lookup columns within each file: a lookup prunes row groups by min/max in every
+        file, and no sampling job is needed as for a global sort."""
+        spread = df.repartition(*[ref(c) for c in df.columns])
         (
-            df.repartition(*cols)
-            .sortWithinPartitions(*cols)
+            (spread if unique else spread.distinct())
+            .sortWithinPartitions(*[ref(c) for c in order])
             .write.mode("error")
             .option("compression", "zstd")
             .option("parquet.block.size", ROW_GROUP_BYTES)

@@ -91,6 +91,8 @@ class Capture:
             raise CaptureError(
                 f"capture directions must be some of {DIRECTIONS}, not {list(self.directions)}"
             )
+        if self.tables is not None and not self.tables:
+            raise CaptureError("capture tables= is empty; leave it out to capture every table the task reads")
         tables = list(sources) if self.tables is None else list(self.tables)
         for table in [*tables, *self.granularity]:
             if table not in sources:

@@ -8,7 +8,10 @@ For each task:
   (d) lineage asked from the run read back from the store equals the in-memory run's;
   (e) sanity: lineage is non-empty for every target set, the targets are the rows asked for,
       the lineage of all rows contains that of the pair, and every reported source row exists
-      in its table.
+      in its table;
+  (f) a 4th run with backend="eager" (added only for the tests that need it): its output is
+      plain Spark's, its lineage the rerun strategy's, and its forward answers the inverse of
+      its backward ones.
 
 Each task is run once per strategy (a module-scoped, lazy cache) and every test reads those
 runs, so ``-k <task id>`` runs only that task. Tasks that hit a known engine bug carry ``bug``
@@ -101,6 +104,7 @@ class Suite:
         self.als = als
         self._runs: dict[str, TaskRuns | Exception] = {}
         self._tables: dict[str, set[str]] = {}
+        self._eager: dict[str, TaskRuns | Exception] = {}  # tasks whose eager run was added
 
     def runs(self, task_id: str) -> TaskRuns:
         if task_id not in self._runs:
@@ -122,6 +126,24 @@ class Suite:
             out = run.output
             outputs[s] = (out.columns, Counter(tuple(r) for r in out.collect()))
         return TaskRuns(task_id, plain_df.columns, plain, runs, outputs)
+
+    def eager(self, task_id: str) -> TaskRuns:
+        """The task's runs with a 4th, ``runs["eager"]`` (backend="eager"), added on first
+        use, so the tests that do not need it do not pay for it."""
+        r = self.runs(task_id)
+        if task_id not in self._eager:
+            try:
+                run = self.als.run(build(self.als, task_id), backend="eager")
+                out = run.output
+                r.outputs["eager"] = (out.columns, Counter(tuple(row) for row in out.collect()))
+                r.runs["eager"] = run
+                self._eager[task_id] = r
+            except Exception as exc:  # remembered, so a failing eager run fails every test fast
+                self._eager[task_id] = exc
+        found = self._eager[task_id]
+        if isinstance(found, Exception):
+            raise found
+        return found
 
     def table_rows(self, table: str) -> set[str]:
         if table not in self._tables:
@@ -237,3 +259,141 @@ def check_loaded_run(suite: Suite, r: TaskRuns, strategy: str) -> None:
     assert loaded.strategy == strategy and loaded.task == run.task and loaded.record == run.record
     again = Lineage.of(loaded.lineage(**TARGETS["pair"]))
     assert again == r.lineage(strategy, "pair"), f"{strategy}: the loaded run gives other lineage"
+
+
+# --- the eager backend (backend="eager" on the same tasks) ------------------------------------
+
+MAX_TRACED_ROWS = 50  # test_forward_inverts_backward traces each distinct output row on its own
+UDF_TASKS = ("q3_shipping_priority", "two_udfs")  # where forward by model decisions must be checked
+
+
+@pytest.mark.parametrize("task_id", task_params())
+def test_eager_output_agrees_with_plain_spark(suite: Suite, task_id: str) -> None:
+    r = suite.eager(task_id)
+    columns, rows = r.outputs["eager"]
+    assert r.runs["eager"].backend == "eager" and r.runs["eager"].strategy == "full"
+    assert columns == r.plain_columns
+    assert rows == r.plain, "eager: output differs from plain Spark"
+    assert r.runs["eager"].record["output"]["rows"] == sum(r.plain.values())
+
+
+@pytest.mark.parametrize("task_id", task_params())
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_eager_equals_lazy(suite: Suite, task_id: str, target: str) -> None:
+    """The eager run's indexes give the rerun strategy's (tracing queries') lineage."""
+    r = suite.eager(task_id)
+    base, eager = r.lineage("rerun", target), r.lineage("eager", target)
+    assert eager.targets == base.targets, "eager: different targets"
+    assert eager.source == base.source, "eager: source lineage differs from rerun"
+    assert eager.reasoning == base.reasoning, "eager: reasoning lineage differs from rerun"
+
+
+@dataclass
+class Traced:
+    """Backward lineage of every distinct output row of an eager run, one row at a time."""
+
+    columns: list[str]
+    bag: Counter
+    keys: dict[str, tuple[str, ...]]  # table -> the attributes its ids are made of
+    source: dict[tuple, dict[str, set[tuple]]]  # output row -> table -> ids of its source rows
+    calls: dict[tuple, set[tuple[str, str, str]]]  # output row -> {(udf, value name, value)}
+
+    def depending_on_row(self, table: str, row_id: tuple) -> Counter:
+        return Counter({o: n for o, n in self.bag.items() if row_id in self.source[o].get(table, set())})
+
+    def depending_on_calls(self, udf: str, value_name: str, value: str) -> Counter:
+        return Counter({o: n for o, n in self.bag.items() if (udf, value_name, value) in self.calls[o]})
+
+    def answer(self, rows: list[dict[str, Any]]) -> Counter:
+        """A forward answer's rows as a multiset of output tuples."""
+        return Counter(tuple(d[c] for c in self.columns) for d in rows)
+
+
+def trace_rows(r: TaskRuns) -> Traced:
+    """Every distinct output row's eager backward lineage (skips tasks with many rows)."""
+    run = r.runs["eager"]
+    columns, bag = r.outputs["eager"]
+    if len(bag) > MAX_TRACED_ROWS:
+        pytest.skip(f"{len(bag)} distinct output rows: tracing each one alone is too slow for this suite")
+    source: dict[tuple, dict[str, set[tuple]]] = {}
+    calls: dict[tuple, set[tuple[str, str, str]]] = {}
+    keys: dict[str, tuple[str, ...]] = {}
+    for o in sorted(bag, key=_key):
+        lin = run.lineage(rows=[dict(zip(columns, o))])
+        keys.update(lin.keys)
+        source[o] = {t: lin.source_ids(t) for t in lin.tables}
+        names = {(e.udf, e.segment): e.value for e in lin.reasoning}
+        calls[o] = {
+            (c["udf"], names[(c["udf"], c["segment"])], _key(c["value"])) for c in lin.reasoning_rows()
+        }
+    return Traced(columns, bag, keys, source, calls)
+
+
+def _sql_literal(value: Any) -> str:
+    """A Spark SQL literal of a JSON value (what a model returned)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return repr(value)
+
+
+@pytest.mark.parametrize("task_id", task_params())
+def test_forward_inverts_backward(suite: Suite, task_id: str) -> None:
+    """forward(S) = { output rows o : backward(o) ∩ S ≠ ∅ }, as a bag, on the eager run: for up
+    to 3 source rows per captured table that are in some row's lineage and one that is in
+    none; and, for every UDF, the calls giving each value it gave."""
+    r = suite.eager(task_id)
+    traced = trace_rows(r)
+    run = r.runs["eager"]
+    everything = r.lineage("eager", "all")
+    for table in sorted(run.record["capture"]["plan"]):
+        key = traced.keys[table]
+        seen = set().union(*(s.get(table, set()) for s in traced.source.values()))
+        in_all = {tuple(row[k] for k in key) for row in everything.source.get(table, [])}
+        assert seen == in_all, f"{table}: the lineage of all rows is not the union of the rows' lineage"
+        every = {tuple(row) for row in suite.als.table(table).select(*key).collect()}
+        picked = sorted(seen, key=_key)[:3] + sorted(every - seen, key=_key)[:1]
+        for row_id in picked:
+            found = run.forward(table=table, ids=[row_id]).rows()
+            expected = traced.depending_on_row(table, row_id)
+            assert traced.answer(found) == expected, f"forward of {table} {row_id}"
+    used = {(udf, name) for calls in traced.calls.values() for udf, name, _ in calls}
+    for udf in sorted({u for u, _ in used}):
+        names = {name for u, name in used if u == udf}
+        if len(names) > 1:
+            continue  # one where= cannot name the value in calls that name it differently
+        (name,) = names
+        values = sorted({v for calls in traced.calls.values() for u, _, v in calls if u == udf})
+        for value in values[:3]:
+            plain = json.loads(value)
+            cond = f"`{name}` <=> {_sql_literal(plain)}"
+            found = run.forward(udf=udf, where=cond).rows()
+            expected = traced.depending_on_calls(udf, name, value)
+            assert expected, f"{udf}: a value seen in the lineage must have dependent rows"
+            assert traced.answer(found) == expected, f"forward of the calls of {udf} where {cond}"
+
+
+@pytest.mark.parametrize("task_id", UDF_TASKS)
+def test_forward_by_model_decisions(suite: Suite, task_id: str) -> None:
+    """forward(udf=..., where=<on the value>) on a task with UDFs: the output rows whose
+    reasoning lineage holds such a call, and every row for the union of all values."""
+    r = suite.eager(task_id)
+    run = r.runs["eager"]
+    traced = trace_rows(r)
+    by_udf: dict[str, set[tuple[str, str]]] = {}
+    for calls in traced.calls.values():
+        for udf, name, value in calls:
+            by_udf.setdefault(udf, set()).add((name, value))
+    assert by_udf, "the task's rows must have reasoning lineage"
+    for udf, found in sorted(by_udf.items()):
+        (name,) = {n for n, _ in found}
+        values = sorted(v for _, v in found)
+        cond = " OR ".join(f"`{name}` <=> {_sql_literal(json.loads(v))}" for v in values)
+        fwd = run.forward(udf=udf, where=cond)
+        expected = Counter({o: n for o, n in traced.bag.items() if any(c[0] == udf for c in traced.calls[o])})
+        assert traced.answer(fwd.rows()) == expected, f"forward of every call of {udf}"
+        fwd = run.forward(udf=udf, where="FALSE")
+        assert len(fwd) == 0 and fwd.rows() == []

@@ -1,0 +1,606 @@
+"""The eager lineage backend (``als.run(task, backend="eager")``): the paper's golden answer,
+pruning and granularity of the capture, control lineage of differences, bad input, runs read
+back from the store, and answers that need no Spark job.
+
+Eager == lazy and forward == the inverse of backward over the whole task suite are checked in
+tests/test_differential.py (test_eager_equals_lazy, test_forward_inverts_backward); the
+oracle comparison in tests/test_oracle.py. Every run here is made once per module, when a test
+first needs it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import date
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cda_workload.loan_example import loan_task
+from materialization.capture import Capture, CaptureError
+from segmenter.errors import LineageError
+from tests.golden import LOAN_OUTPUT, assert_reject_lineage
+from tests.tasks_suite import generate, register_suite_tables
+from tests.test_differential import Lineage
+from tracing import LineageSession, Run
+from tracing.errors import NotCapturedError, TargetNotFoundError
+from tracing.forward import ForwardLineage
+
+TABLES = ("customer", "orders", "lineitem")
+DATA = generate()
+LINEITEM = DATA["lineitem"]
+ORDERS = DATA["orders"]
+RETURNED = {
+    (o, n) for o, n, f in zip(LINEITEM.l_orderkey, LINEITEM.l_linenumber, LINEITEM.l_returnflag) if f == "R"
+}
+
+
+# --- tasks -----------------------------------------------------------------------------------
+
+
+def q3_like(als: LineageSession) -> DataFrame:
+    """TPC-H Q3's shape without a UDF: customer ⋈ orders ⋈ lineitem, σ, revenue per order."""
+    customer, orders, lineitem = (als.table(t) for t in TABLES)
+    joined = customer.join(orders, F.col("c_custkey") == F.col("o_custkey")).join(
+        lineitem, F.col("l_orderkey") == F.col("o_orderkey")
+    )
+    picked = joined.filter(
+        F.col("c_mktsegment").isin("BUILDING", "AUTOMOBILE", "MACHINERY")
+        & (F.col("o_orderdate") < F.lit("1997-01-01").cast("date"))
+    )
+    return picked.groupBy("l_orderkey", "o_orderdate", "o_shippriority").agg(
+        F.sum(F.col("l_extendedprice") * (1 - F.col("l_discount"))).alias("revenue")
+    )
+
+
+def quantity_by_priority_and_flag(als: LineageSession) -> DataFrame:
+    """orders ⋈ lineitem grouped; some orders have a NULL o_custkey (a NULL coarse id)."""
+    orders, lineitem = als.table("orders"), als.table("lineitem")
+    joined = orders.join(lineitem, F.col("o_orderkey") == F.col("l_orderkey"))
+    return joined.groupBy("o_orderpriority", "l_returnflag").agg(F.sum("l_quantity").alias("qty"))
+
+
+def orders_without_returns(als: LineageSession, flag: str = "R") -> DataFrame:
+    """T1 − T2: the orders without a line of return flag ``flag`` (T2 is empty for 'X')."""
+    orders, lineitem = als.table("orders"), als.table("lineitem")
+    returned = lineitem.filter(F.col("l_returnflag") == flag).select("l_orderkey")
+    return orders.select(F.col("o_orderkey").alias("orderkey")).subtract(returned)
+
+
+def air_orders_without_returns(als: LineageSession) -> DataFrame:
+    """T1 − T2 over the same table: orders with a line shipped by AIR but no returned line."""
+    lineitem = als.table("lineitem")
+    air = lineitem.filter(F.col("l_shipmode") == "AIR").select("l_orderkey")
+    return air.subtract(lineitem.filter(F.col("l_returnflag") == "R").select("l_orderkey"))
+
+
+def priorities_without_returns(als: LineageSession) -> DataFrame:
+    """A difference below a join and an aggregation: its control lineage must reach the top."""
+    kept = orders_without_returns(als)
+    orders = als.table("orders")
+    joined = orders.join(kept, F.col("o_orderkey") == F.col("orderkey"))
+    return joined.groupBy("o_orderpriority").agg(F.count(F.lit(1)).alias("n"))
+
+
+RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
+    "loan": (loan_task, {}),
+    "loan_no_functions": (loan_task, {"capture": Capture(functions=False)}),
+    "q3": (q3_like, {}),
+    "q3_lineitem_backward": (
+        q3_like,
+        {"capture": Capture(tables=("lineitem",), directions=("backward",))},
+    ),
+    "q3_forward_only": (q3_like, {"capture": Capture(directions=("forward",))}),
+    "q3_per_supplier": (q3_like, {"capture": Capture(granularity={"lineitem": ("l_suppkey",)})}),
+    "orders_per_customer": (
+        quantity_by_priority_and_flag,
+        {"capture": Capture(granularity={"orders": ("o_custkey",)})},
+    ),
+    "difference": (orders_without_returns, {}),
+    "difference_below_agg": (priorities_without_returns, {}),
+    "difference_same_table": (air_orders_without_returns, {}),
+    "empty_subtrahend": (lambda als: orders_without_returns(als, "X"), {}),
+}
+
+
+class Runs:
+    """Each of :data:`RUNS` run eagerly once, on first use."""
+
+    def __init__(self, als: LineageSession) -> None:
+        self.als = als
+        self._runs: dict[str, Run] = {}
+
+    def __getitem__(self, name: str) -> Run:
+        if name not in self._runs:
+            build, options = RUNS[name]
+            self._runs[name] = self.als.run(build(self.als), backend="eager", **options)
+        return self._runs[name]
+
+
+@pytest.fixture(scope="module")
+def als(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> LineageSession:
+    session = LineageSession(spark, store=str(tmp_path_factory.mktemp("eager") / "store"))
+    register_suite_tables(session, tables=TABLES)  # and the loan example's tables
+    return session
+
+
+@pytest.fixture(scope="module")
+def runs(als: LineageSession) -> Runs:
+    return Runs(als)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def bag(run: Run) -> Counter:
+    return Counter(tuple(r) for r in run.output.collect())
+
+
+def answer(run: Run, fwd: ForwardLineage) -> Counter:
+    """A forward answer's rows as a multiset of output tuples."""
+    names = run.output.columns
+    found = Counter(tuple(d[c] for c in names) for d in fwd.rows())
+    assert len(fwd) == sum(found.values())
+    return found
+
+
+@contextmanager
+def spark_jobs() -> Iterator[list[int]]:
+    """Counts the Spark jobs started (from any thread) inside the block: job ids are
+    consecutive, so the jobs between two marker jobs are the block's."""
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+
+    def marker(group: str) -> list[int]:
+        sc.setJobGroup(group, "eager test marker")
+        try:
+            spark.range(1).collect()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.job.description", None)
+        for _ in range(200):  # the status store hears of jobs asynchronously
+            found = tracker.getJobIdsForGroup(group)
+            if found:
+                return sorted(found)
+            time.sleep(0.05)
+        raise AssertionError(f"marker job of {group} never reported")
+
+    stamp = time.time_ns()
+    before = marker(f"eager-before-{stamp}")
+    counted: list[int] = []
+    yield counted
+    after = marker(f"eager-after-{stamp}")
+    counted.append(after[0] - before[-1] - 1)
+
+
+# --- the paper's example ---------------------------------------------------------------------
+
+
+def test_loan_example_gives_the_golden_lineage(runs: Runs) -> None:
+    """Fig. 4 from the indexes: AL(⟨Reject, 1⟩) exactly as published."""
+    run = runs["loan"]
+    assert run.backend == "eager" and run.strategy == "full"
+    assert sorted(bag(run).elements()) == LOAN_OUTPUT
+    lin = run.lineage(rows=[("Reject", 1)])
+    assert_reject_lineage(lin)
+    assert lin.reasoning_rows()[0]["segment"] == 1
+    assert lin.scope is None  # nothing pruned or coarsened
+    accept = run.lineage(where="Judge = 'Accept'")
+    assert accept.source_ids("client") == {("0001",), ("0003",)}
+    assert accept.source_ids("loan") == {("L01",), ("L03",)}  # L04 (October) was filtered out
+    assert {r["value"] for r in accept.reasoning_rows()} == {"Accept"}
+
+
+def test_loan_example_forward(runs: Runs) -> None:
+    """Which results does a loan, a client or a model decision feed?"""
+    run = runs["loan"]
+    assert answer(run, run.forward(table="loan", ids=["L02"])) == Counter({("Reject", 1): 1})
+    assert answer(run, run.forward(table="loan", ids=[("L04",)])) == Counter()  # filtered out
+    assert answer(run, run.forward(table="loan", ids=["L06"])) == Counter()  # client without debt
+    assert answer(run, run.forward(table="client", ids=["0001", "0002"])) == Counter(
+        {("Accept", 2): 1, ("Reject", 1): 1}
+    )
+    big = run.forward(table="loan", where="LoanAmount = 9000")  # L04 (October) and L07 (Pia)
+    assert answer(run, big) == Counter({("Marginal", 1): 1})
+    assert {r["LoanID"] for r in big.to_dict()["given"]} == {"L04", "L07"}
+    rejected = run.forward(udf="credit_rules", where="Judge = 'Reject'")
+    assert answer(run, rejected) == Counter({("Reject", 1): 1})
+    by_input = run.forward(udf="credit_rules", where="Income > 3000")  # Havey and Kim
+    assert answer(run, by_input) == Counter({("Accept", 2): 1})
+    by_reason = run.forward(udf="credit_rules", where="Judge_reason.debt_ratio > 0.5")  # Joa: 0.61
+    assert answer(run, by_reason) == Counter({("Reject", 1): 1})
+    assert "1 output row(s) depend on" in str(rejected)
+
+
+def test_loan_example_without_reasoning_capture(runs: Runs) -> None:
+    """functions=False: source lineage as published, no reasoning lineage from the indexes and
+    no forward by model decisions; the lazy backend still gives the reasons."""
+    run = runs["loan_no_functions"]
+    assert sorted(bag(run).elements()) == LOAN_OUTPUT
+    lin = run.lineage(rows=[("Reject", 1)])
+    assert lin.tables == ["client", "debt", "loan"]
+    assert lin.source_ids("loan") == {("L02",)} and lin.source_ids("client") == {("0002",)}
+    assert lin.reasoning_rows() == []
+    with pytest.raises(NotCapturedError, match="reasoning"):
+        run.forward(udf="credit_rules", where="Judge = 'Reject'")
+    assert_reject_lineage(run.lineage(rows=[("Reject", 1)], backend="lazy"))
+
+
+# --- pruning ---------------------------------------------------------------------------------
+
+
+def test_pruned_to_one_table_and_backward(runs: Runs) -> None:
+    full, pruned = runs["q3"], runs["q3_lineitem_backward"]
+    assert bag(pruned) == bag(full)
+    assert set(pruned.record["capture"]["indexes"]) == {"src-lineitem"}
+    lin = pruned.lineage(sample=3, seed=5)
+    assert set(lin.source) == {"lineitem"} and lin.tables == ["lineitem"]
+    assert "lineitem" in (lin.scope or "")
+    whole = full.lineage(sample=3, seed=5)
+    assert whole.tables == ["customer", "lineitem", "orders"]
+    assert lin.source_rows("lineitem") == whole.source_rows("lineitem")
+    assert lin.source_ids("lineitem")
+    with pytest.raises(NotCapturedError, match=r"forward.*backend='lazy'"):
+        pruned.forward(table="lineitem", ids=[(1, 1)])
+    with pytest.raises(NotCapturedError, match=r"'orders'.*captured: \['lineitem'\]"):
+        pruned.forward(table="orders", ids=[1])
+    # the lazy backend answers the other tables on the same run
+    lazy = pruned.lineage(sample=3, seed=5, backend="lazy")
+    assert Lineage.of(lazy) == Lineage.of(whole)
+
+
+def test_forward_only_capture(runs: Runs) -> None:
+    full, fwd_only = runs["q3"], runs["q3_forward_only"]
+    with pytest.raises(NotCapturedError, match=r"backward.*backend='lazy'"):
+        fwd_only.lineage(sample=2, seed=7)
+    lazy = fwd_only.lineage(sample=2, seed=7, backend="lazy")
+    assert Lineage.of(lazy) == Lineage.of(full.lineage(sample=2, seed=7))
+    for table, row_id in (("orders", 1), ("lineitem", (1, 1)), ("customer", 4)):
+        assert answer(fwd_only, fwd_only.forward(table=table, ids=[row_id])) == answer(
+            full, full.forward(table=table, ids=[row_id])
+        ), (table, row_id)
+
+
+def test_pruning_makes_smaller_indexes(runs: Runs) -> None:
+    full = runs["q3"].index_bytes
+    assert 0 < runs["q3_lineitem_backward"].index_bytes < full / 2
+    assert 0 < runs["q3_forward_only"].index_bytes < full
+    indexes = runs["q3_forward_only"].record["capture"]["indexes"]
+    assert all("backward" not in info and "forward" in info for info in indexes.values())
+
+
+# --- granularity -----------------------------------------------------------------------------
+
+
+def test_granularity_backward_is_the_projection_of_row_lineage(runs: Runs) -> None:
+    rows, coarse = runs["q3"], runs["q3_per_supplier"]
+    assert bag(coarse) == bag(rows)
+    for target in ({"sample": 3, "seed": 11}, {"where": "revenue > 100000"}, {}):
+        lin, fine = coarse.lineage(**target), rows.lineage(**target)
+        assert lin.keys["lineitem"] == ("l_suppkey",)
+        suppliers = sorted(r["l_suppkey"] for r in lin.source_rows("lineitem"))
+        assert suppliers == sorted({r["l_suppkey"] for r in fine.source_rows("lineitem")}), target
+        assert all(list(r) == ["l_suppkey"] for r in lin.source_rows("lineitem"))
+        assert lin.source_ids("lineitem") == {(r["l_suppkey"],) for r in fine.source_rows("lineitem")}
+        for table in ("customer", "orders"):  # the other tables still row by row
+            assert lin.source_rows(table) == fine.source_rows(table), (target, table)
+        assert "lineitem per l_suppkey" in (lin.scope or "")
+
+
+def test_granularity_forward_is_the_union_over_the_group(runs: Runs) -> None:
+    rows, coarse = runs["q3"], runs["q3_per_supplier"]
+    seen = sorted(s for (s,) in coarse.lineage().source_ids("lineitem"))
+    unseen = sorted({s for s in LINEITEM.l_suppkey if s is not None} - set(seen))
+    assert len(seen) >= 2
+    for i, supplier in enumerate(seen[:2] + unseen[:1]):
+        lines = [
+            (o, n)
+            for o, n, s in zip(LINEITEM.l_orderkey, LINEITEM.l_linenumber, LINEITEM.l_suppkey)
+            if s == supplier
+        ]
+        got = answer(coarse, coarse.forward(table="lineitem", ids=[supplier]))
+        assert got == answer(rows, rows.forward(table="lineitem", ids=lines)), supplier
+        assert got == answer(rows, rows.forward(table="lineitem", where=f"l_suppkey = {supplier}")), supplier
+        assert got == answer(coarse, coarse.forward(table="lineitem", where=f"l_suppkey = {supplier}"))
+        if i == 0:  # the union of the row-level answers, one line at a time
+            union: Counter = Counter()
+            for line in lines:
+                union |= answer(rows, rows.forward(table="lineitem", ids=[line]))
+            assert got == union, supplier
+        assert bool(got) == (supplier in seen), supplier
+
+
+def test_granularity_with_null_values(runs: Runs) -> None:
+    """A NULL attribute value is an id like any other, backward and forward."""
+    run = runs["orders_per_customer"]
+    out = bag(run)
+    lin = run.lineage()
+    projected = {(r["o_custkey"],) for r in run.lineage(backend="lazy").source_rows("orders")}
+    assert lin.source_ids("orders") == projected and (None,) in projected
+    per_row = {o: run.lineage(rows=[o]).source_ids("orders") for o in out}
+    customer = min(c for (c,) in projected if c is not None)
+    for cust, where in ((None, "o_custkey IS NULL"), (customer, f"o_custkey = {customer}")):
+        expected = Counter({o: n for o, n in out.items() if (cust,) in per_row[o]})
+        assert expected, cust
+        assert answer(run, run.forward(table="orders", ids=[cust])) == expected, cust
+        assert answer(run, run.forward(table="orders", ids=[(cust,)])) == expected, cust
+        assert answer(run, run.forward(table="orders", where=where)) == expected, where
+
+
+# --- differences -----------------------------------------------------------------------------
+
+
+def test_difference_backward_has_control_lineage(runs: Runs) -> None:
+    """T1 − T2: an output row's lineage is the equal T1 row and ALL of T2's lineage."""
+    run = runs["difference"]
+    out = bag(run)
+    with_returns = {o for o, _ in RETURNED}
+    assert set(out) == {(k,) for k in ORDERS.o_orderkey if k not in with_returns}
+    assert all(n == 1 for n in out.values())
+    (k,) = min(out)
+    lin = run.lineage(rows=[(k,)])
+    assert lin.source_ids("orders") == {(k,)}
+    assert lin.source_ids("lineitem") == RETURNED
+    assert Lineage.of(lin) == Lineage.of(run.lineage(rows=[(k,)], backend="lazy"))
+    everything = run.lineage()
+    assert everything.source_ids("orders") == set(out) and everything.source_ids("lineitem") == RETURNED
+    assert Lineage.of(everything) == Lineage.of(run.lineage(backend="lazy"))
+
+
+def test_difference_forward_of_minuend_rows(runs: Runs) -> None:
+    run = runs["difference"]
+    out = bag(run)
+    (k,) = min(out)
+    assert answer(run, run.forward(table="orders", ids=[k])) == Counter({(k,): 1})
+    removed = min(o for o, _ in RETURNED)  # in T1, but equal to a T2 row: in no lineage
+    assert answer(run, run.forward(table="orders", ids=[removed])) == Counter()
+    assert answer(run, run.forward(table="orders", where=f"o_orderkey <= {k}")) == Counter({(k,): 1})
+
+
+def test_difference_forward_of_a_subtrahend_row_is_every_output_row(runs: Runs) -> None:
+    """lineitem is read only by T2 (no forward index of its own): answered through control
+    lineage. Regression: raised NotCapturedError 'has no src-lineitem lineage'."""
+    run = runs["difference"]
+    out = bag(run)
+    returned = sorted(RETURNED)
+    assert answer(run, run.forward(table="lineitem", ids=returned[:1])) == out
+    assert answer(run, run.forward(table="lineitem", ids=returned[-3:])) == out
+    other = min((o, n) for o, n in zip(LINEITEM.l_orderkey, LINEITEM.l_linenumber) if (o, n) not in RETURNED)
+    assert answer(run, run.forward(table="lineitem", ids=[other])) == Counter()  # not in T2
+    assert any(f == "R" and q > 40 for f, q in zip(LINEITEM.l_returnflag, LINEITEM.l_quantity))
+    assert answer(run, run.forward(table="lineitem", where="l_returnflag = 'R' AND l_quantity > 40")) == out
+
+
+def test_difference_forward_when_the_subtrahend_table_feeds_both_sides(runs: Runs) -> None:
+    """T2's table also feeds T1 (so it has a forward index): a T1-only row reaches only the
+    output row equal to it; the backward answer holds all of T2."""
+    run = runs["difference_same_table"]
+    out = bag(run)
+    assert len(out) >= 2
+    for (o,) in sorted(out)[:2]:
+        line = min(
+            (a, n)
+            for a, n, s in zip(LINEITEM.l_orderkey, LINEITEM.l_linenumber, LINEITEM.l_shipmode)
+            if a == o and s == "AIR" and (a, n) not in RETURNED
+        )
+        assert answer(run, run.forward(table="lineitem", ids=[line])) == Counter({(o,): 1}), line
+    lin = run.lineage(rows=[min(out)])
+    assert lin.source_ids("lineitem") >= RETURNED
+    assert Lineage.of(lin) == Lineage.of(run.lineage(rows=[min(out)], backend="lazy"))
+
+
+def test_difference_forward_of_a_subtrahend_row_when_its_table_feeds_both_sides(runs: Runs) -> None:
+    """Regression: the scan of eager/ctl filtered on a column it had not selected (DuckDB
+    BinderException 'Referenced column "d" not found')."""
+    run = runs["difference_same_table"]
+    returned_only = min(
+        (o, n)
+        for o, n, f, m in zip(
+            LINEITEM.l_orderkey, LINEITEM.l_linenumber, LINEITEM.l_returnflag, LINEITEM.l_shipmode
+        )
+        if f == "R" and m != "AIR"
+    )
+    assert answer(run, run.forward(table="lineitem", ids=[returned_only])) == bag(run)
+
+
+def test_difference_below_an_aggregation(runs: Runs) -> None:
+    """The control lineage reaches the output through the segments above the difference."""
+    run = runs["difference_below_agg"]
+    out = bag(run)
+    assert len(out) >= 2
+    lazy = run.lineage(backend="lazy")
+    assert Lineage.of(run.lineage()) == Lineage.of(lazy)
+    first = min(out)
+    lin = run.lineage(rows=[first])
+    assert lin.source_ids("lineitem") == RETURNED
+    assert Lineage.of(lin) == Lineage.of(run.lineage(rows=[first], backend="lazy"))
+    priority = first[0]
+    kept = {k for k, p in zip(ORDERS.o_orderkey, ORDERS.o_orderpriority) if p == priority}
+    assert lin.source_ids("orders") == {(k,) for k in kept - {o for o, _ in RETURNED}}
+    (k,) = min(lin.source_ids("orders"))
+    assert answer(run, run.forward(table="orders", ids=[k])) == Counter({first: 1})
+
+
+def test_difference_below_an_aggregation_forward_of_a_subtrahend_row(runs: Runs) -> None:
+    run = runs["difference_below_agg"]
+    assert answer(run, run.forward(table="lineitem", ids=[min(RETURNED)])) == bag(run)
+
+
+def test_empty_subtrahend_adds_no_lineage(runs: Runs) -> None:
+    run = runs["empty_subtrahend"]
+    out = bag(run)
+    assert set(out) == {(k,) for k in ORDERS.o_orderkey}
+    lin = run.lineage(rows=[min(out)])
+    assert lin.tables == ["orders"] and lin.source_ids("orders") == {min(out)}
+    assert Lineage.of(lin) == Lineage.of(run.lineage(rows=[min(out)], backend="lazy"))
+
+
+def test_empty_subtrahend_forward_of_its_table_is_empty(runs: Runs) -> None:
+    run = runs["empty_subtrahend"]
+    assert answer(run, run.forward(table="lineitem", ids=[min(RETURNED)])) == Counter()
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capture", "message"),
+    [
+        (Capture(tables=("part",)), r"'part'.*does not read \(customer, lineitem, orders\)"),
+        (Capture(granularity={"supplier": ("s_suppkey",)}), r"'supplier'.*customer, lineitem, orders"),
+        (Capture(granularity={"lineitem": ("l_nope",)}), r"granularity of 'lineitem'.*l_nope.*l_suppkey"),
+        (Capture(granularity={"lineitem": ()}), r"granularity of 'lineitem'"),
+        (Capture(directions=("sideways",)), r"directions.*sideways"),
+        (Capture(directions=()), r"directions"),
+    ],
+)
+def test_bad_capture_fails_before_running(als: LineageSession, capture: Capture, message: str) -> None:
+    before = set(als.runs())
+    with pytest.raises(CaptureError, match=message):
+        als.run(q3_like(als), backend="eager", capture=capture)
+    assert set(als.runs()) == before, "nothing may be run or stored"
+
+
+def test_bad_backend_and_strategy(als: LineageSession) -> None:
+    task = q3_like(als)
+    with pytest.raises(ValueError, match="strategy"):
+        als.run(task, backend="eager", strategy="rerun")
+    with pytest.raises(ValueError, match="backend"):
+        als.run(task, backend="smoke")
+    with pytest.raises(ValueError, match="capture"):
+        als.run(task, strategy="fm", capture=Capture())
+
+
+def test_lazy_run_has_no_eager_answers(als: LineageSession) -> None:
+    run = als.run(q3_like(als), strategy="rerun")
+    assert run.backend == "lazy" and run.index_bytes == 0
+    with pytest.raises(NotCapturedError, match="backend='eager'"):
+        run.forward(table="orders", ids=[1])
+    with pytest.raises(NotCapturedError, match="not captured eagerly"):
+        run.lineage(sample=1, backend="eager")
+    with pytest.raises(ValueError, match="backend"):
+        run.lineage(sample=1, backend="smoke")
+
+
+def test_bad_forward_questions(runs: Runs) -> None:
+    run = runs["loan"]
+    with pytest.raises(ValueError, match="ids= or where="):
+        run.forward(table="loan", ids=["L02"], where="LoanAmount > 1")
+    with pytest.raises(ValueError, match="ids= or where="):
+        run.forward(table="loan")
+    with pytest.raises(ValueError, match=r"table= .* or udf="):
+        run.forward(table="loan", udf="credit_rules", where="TRUE")
+    with pytest.raises(ValueError, match=r"table= .* or udf="):
+        run.forward(ids=["L02"])
+    with pytest.raises(ValueError, match="where="):
+        run.forward(udf="credit_rules", ids=["L02"])
+    with pytest.raises(LineageError, match=r"no UDF 'nope' \(it calls \['credit_rules'\]\)"):
+        run.forward(udf="nope", where="TRUE")
+    with pytest.raises(LineageError, match=r"does not read table 'orders'.*\['client', 'debt', 'loan'\]"):
+        run.forward(table="orders", ids=[1])
+    for where in ("LoanNope > 1", "LoanAmount >", "no_such_function(LoanAmount)"):
+        with pytest.raises(LineageError) as err:
+            run.forward(table="loan", where=where)
+        assert_one_line(err.value, where)
+    with pytest.raises(LineageError) as err:
+        run.forward(udf="credit_rules", where="Verdict = 'Reject'")
+    assert_one_line(err.value, "Verdict")
+
+
+def test_bad_ids(runs: Runs) -> None:
+    run = runs["q3"]
+    with pytest.raises(LineageError, match=r"ids of lineitem are tuples of \['l_orderkey', 'l_linenumber'\]"):
+        run.forward(table="lineitem", ids=[5])
+    with pytest.raises(LineageError, match="should have values for"):
+        run.forward(table="lineitem", ids=[(1, 2, 3)])
+    with pytest.raises(LineageError, match="do not fit"):
+        run.forward(table="orders", ids=["not a number"])
+    assert len(run.forward(table="orders", ids=[10_000])) == 0  # a key that is not in the table
+    assert len(runs["q3_per_supplier"].forward(table="lineitem", ids=[(1,)])) > 0
+    with pytest.raises(LineageError, match="should have values for"):
+        runs["q3_per_supplier"].forward(table="lineitem", ids=[(1, 1)])  # a row id, not a supplier
+
+
+def test_bad_targets(runs: Runs) -> None:
+    run = runs["loan"]
+    with pytest.raises(TargetNotFoundError, match="not in the output"):
+        run.lineage(rows=[("Reject", 2)])
+    with pytest.raises(TargetNotFoundError, match="not in the output"):
+        run.lineage(rows=[("Accept", 2), ("Maybe", 1)])
+    with pytest.raises(TargetNotFoundError):
+        run.lineage(where="Judge = 'Maybe'")
+    with pytest.raises(LineageError) as err:
+        run.lineage(where="Verdict = 'Reject'")
+    assert_one_line(err.value, "Verdict")
+    with pytest.raises(LineageError, match="unknown column"):
+        run.lineage(rows=[{"Verdict": "Reject"}])
+    with pytest.raises(LineageError, match="do not fit"):
+        run.lineage(rows=[("Reject", "one")])
+    with pytest.raises(ValueError, match="at most one"):
+        run.lineage(rows=[("Reject", 1)], sample=1)
+    with pytest.raises(ValueError, match="empty"):
+        run.lineage(rows=[])
+
+
+def assert_one_line(exc: BaseException, mentions: str) -> None:
+    text = str(exc)
+    assert "\n" not in text and "org.apache" not in text and "JVM" not in text, text
+    assert mentions in text, text
+
+
+# --- a run read back ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["loan", "q3_per_supplier", "difference"])
+def test_loaded_run_answers_the_same(als: LineageSession, runs: Runs, name: str) -> None:
+    run = runs[name]
+    loaded = als.load_run(run.id)
+    assert loaded.backend == "eager" and loaded.record == run.record
+    for target in ({"sample": 2, "seed": 3}, {}):
+        assert Lineage.of(loaded.lineage(**target)) == Lineage.of(run.lineage(**target)), target
+    table = {"loan": "loan", "q3_per_supplier": "lineitem", "difference": "orders"}[name]
+    where = {
+        "loan": "LoanAmount < 10000",
+        "q3_per_supplier": "l_suppkey < 4",
+        "difference": "o_orderkey < 20",
+    }
+    again, first = loaded.forward(table=table, where=where[name]), run.forward(table=table, where=where[name])
+    assert answer(loaded, again) == answer(run, first) and len(first) > 0
+    assert loaded.index_bytes == run.index_bytes > 0
+
+
+# --- in-process answers ----------------------------------------------------------------------
+
+
+def test_small_eager_answers_run_no_spark_job(runs: Runs) -> None:
+    run = runs["loan"]
+    run.lineage(rows=[("Reject", 1)])  # warm: the first answer may read the run's files
+    with spark_jobs() as eager_backward:
+        lin = run.lineage(rows=[("Reject", 1)])
+        assert lin.source_ids("loan") == {("L02",)}
+        assert len(lin.reasoning_rows()) == 1
+    with spark_jobs() as eager_forward:
+        fwd = run.forward(table="loan", ids=["L02", "L03"])
+        assert len(fwd) == 2
+    with spark_jobs() as lazy_backward:  # the control: the tracing queries are Spark jobs
+        run.lineage(rows=[("Reject", 1)], backend="lazy").source_rows("loan")
+    assert eager_backward == [0] and eager_forward == [0]
+    assert lazy_backward[0] > 0
+
+
+def test_dates_and_decimals_survive_the_indexes(runs: Runs) -> None:
+    """Output rows read back in-process compare equal to Spark's (dates, decimals, doubles)."""
+    run = runs["q3"]
+    row = min(bag(run))
+    assert isinstance(row[1], date)
+    fwd = run.forward(table="orders", ids=[row[0]])
+    assert answer(run, fwd) == Counter({row: 1})
+    lin = run.lineage(rows=[row])
+    assert lin.source_ids("orders") == {(row[0],)}

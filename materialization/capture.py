@@ -64,16 +64,6 @@ class Capture:
             "functions": self.functions,
         }
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Capture:
-        tables = data.get("tables")
-        return cls(
-            tables=None if tables is None else tuple(tables),
-            directions=tuple(data.get("directions", DIRECTIONS)),
-            granularity={t: tuple(a) for t, a in data.get("granularity", {}).items()},
-            functions=bool(data.get("functions", True)),
-        )
-
     @property
     def mode(self) -> str:
         """The UDF mode the task runs in under this capture."""
@@ -128,22 +118,17 @@ def lid_columns(seg: Segment) -> list[str]:
         return [c.id for c in seg.top.columns]
     if seg.aggregations:
         return list(seg.aggregations[0].key_ids)
-    body_top = seg.body if seg.body is not None else seg.leaves[0]
-    return [c.id for c in body_top.match_columns()]
+    return [c.id for c in seg.body_top.match_columns()]
 
 
 @dataclass(frozen=True)
 class SegmentCapture:
-    """A segment's output with ``__lid`` (and, when ``inline``, its tag columns), plus the
-    separately computed lineage table when the tags could not ride along."""
+    """A segment's output with ``__lid`` (and its tag columns when they rode along), plus the
+    separately computed lineage table when they could not."""
 
     output: DataFrame
     lineage: DataFrame | None
     tags: dict[str, dict[str, Any]]  # tag column -> {"leaf": j, "array": bool}
-
-    @property
-    def inline(self) -> bool:
-        return self.lineage is None
 
 
 class Capturer:
@@ -182,10 +167,9 @@ class Capturer:
 
     def _inline(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """One pass: tags ride along the body's rows and are collected by the aggregations."""
-        body_top = seg.body if seg.body is not None else seg.leaves[0]
-        df = self._compiler(inputs, tagged=True).compile(body_top)
+        df = self._compiler(inputs, tagged=True).compile(seg.body_top)
         tags = tags_of(df)
-        above: Node = body_top
+        above: Node = seg.body_top
         for depth, agg in enumerate(reversed(seg.aggregations)):
             df = _aggregate_carrying(df, agg, tags, collected=depth > 0)
             above = agg
@@ -200,11 +184,9 @@ class Capturer:
         evaluating the body twice: a semi-join multiplies tagged rows, and an aggregation
         over a join-free body (a scan) tends to have few, huge groups whose tag lists would
         be built in a handful of tasks; flat (lineage id, tag) rows are written in parallel."""
-        plain = {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
-        out = self._compiler(plain).compile(seg.top)
+        out = self._compiler(_untagged(inputs)).compile(seg.top)
         out = out.withColumn(LID, lid_of(lid_columns(seg)))
-        body_top = seg.body if seg.body is not None else seg.leaves[0]
-        body = self._compiler(inputs, tagged=True).compile(body_top)
+        body = self._compiler(inputs, tagged=True).compile(seg.body_top)
         for agg in reversed(seg.aggregations):
             body = body.withColumns({c.id: sql_col(e) for c, e in agg.keys})
         tags = tags_of(body)
@@ -215,8 +197,7 @@ class Capturer:
         """Data lineage of T1 − T2: the left rows equal to each output row. The control
         lineage (all of T2) is attached by the index builder."""
         left = seg.leaves[0]
-        plain = {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
-        out = self._compiler(plain).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
+        out = self._compiler(_untagged(inputs)).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
         tagged = inputs[id(left)]
         tags = tags_of(tagged)
         lineage = tagged.select(lid_of([c.id for c in left.match_columns()]).alias(LID), *tags)
@@ -241,6 +222,10 @@ def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collec
     else:
         grouped = df.select(*keys).distinct()
     return grouped.select(*[ref(c.id) for c in agg.columns], *tags)
+
+
+def _untagged(inputs: dict[int, DataFrame]) -> dict[int, DataFrame]:
+    return {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
 
 
 def _leaf_index(tag: str) -> int:

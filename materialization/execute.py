@@ -71,8 +71,9 @@ def execute_run(
         if captured is not None:
             progress("building the lineage indexes")
             captured["segments"][str(root.id)]["output"] = "output"
-            plan = {t: tuple(a) for t, a in captured["plan"].items()}
-            builder = IndexBuilder(spark, store, staging, root, captured["segments"], plan, capture)  # type: ignore[arg-type]
+            builder = IndexBuilder(
+                spark, store, staging, root, captured["segments"], captured["plan"], capture
+            )
             index_started = time.perf_counter()
             captured.update(builder.build())
             captured["index_seconds"] = time.perf_counter() - index_started

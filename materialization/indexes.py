@@ -16,7 +16,7 @@ T2's lineage for every such row, ``eager/ctl`` holds (__lid, d) pairs and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial, reduce
 from typing import Any
@@ -49,7 +49,7 @@ class IndexBuilder:
         staging: str,
         root: Segment,
         segments: dict[str, dict[str, Any]],
-        plan: dict[str, tuple[str, ...]],
+        plan: Mapping[str, Sequence[str]],
         capture: Capture,
     ) -> None:
         self.spark = spark
@@ -130,9 +130,7 @@ class IndexBuilder:
         root_lids = self.out_lids(self.root)
         jobs: dict[str, Callable[[], dict[str, Any]]] = {}
         for name, df in parts.items():
-            attrs = [c for c in df.columns if c != LID]
-            pairs = df.join(root_lids, LID, "left_semi")
-            jobs[f"index {name}"] = partial(self._write_both, pairs, name, attrs)
+            jobs[f"index {name}"] = partial(self._write_both, df.join(root_lids, LID, "left_semi"), name)
         if ctl is not None:
             refs = ctl.join(root_lids, LID, "left_semi")
             jobs["ctl"] = partial(self._write, refs, "eager/ctl", [LID])
@@ -145,16 +143,16 @@ class IndexBuilder:
         with ThreadPoolExecutor(max_workers=4) as pool:
             done = dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
         written: dict[str, Any] = {"indexes": {}, "controls": {}, "ctl": done.get("ctl")}
-        for name, df in parts.items():
-            attrs = [c for c in df.columns if c != LID]
-            written["indexes"][name] = {"attrs": attrs, **done[f"index {name}"]}
+        for name in parts:
+            written["indexes"][name] = done[f"index {name}"]
         for d, sets in self._controls.items():
             for name in sets:
                 written["controls"].setdefault(str(d), {})[name] = done[f"control {d} {name}"]
         return written
 
-    def _write_both(self, pairs: DataFrame, name: str, attrs: list[str]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def _write_both(self, pairs: DataFrame, name: str) -> dict[str, Any]:
+        attrs = [c for c in pairs.columns if c != LID]
+        out: dict[str, Any] = {"attrs": attrs}
         source = pairs
         if "backward" in self.capture.directions:
             out["backward"] = self._write(source, f"eager/backward/{name}", [LID])

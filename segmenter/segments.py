@@ -45,6 +45,11 @@ class Segment:
         for child in self.children:
             yield from child.walk()
 
+    @property
+    def body_top(self) -> Node:
+        """Where the φ/α chain reads its rows: the body's top, or the single leaf."""
+        return self.body if self.body is not None else self.leaves[0]
+
     def pattern(self) -> str:
         return "-".join(op.symbol for op in self.operators)
 

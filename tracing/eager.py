@@ -16,7 +16,6 @@ from typing import Any
 import pyarrow as pa
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from materialization.capture import LID, lid_columns, lid_of
 from materialization.compile import ref
@@ -24,7 +23,7 @@ from materialization.indexes import FN, index_name
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task
 from segmenter.segments import Segment
-from tracing.errors import NotCapturedError, TargetNotFoundError
+from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage, ReasoningRows, TraceStat
 from tracing.parquet_reader import ParquetReader, local_path
@@ -60,6 +59,11 @@ class EagerIndex:
         names = {c.id: c.name for c in source.cols}
         return self.attrs(table) == [names[k] for k in source.key]
 
+    @property
+    def _visible(self) -> list[tuple[str, str]]:
+        """(column id, name) of the task's output columns."""
+        return [(c.id, c.name) for c in self.task.output]
+
     def _require(self, direction: str) -> None:
         if direction not in self.meta["capture"]["directions"]:
             raise NotCapturedError(
@@ -73,12 +77,11 @@ class EagerIndex:
     # --- backward -----------------------------------------------------------------------------
     def targets(self, chosen: DataFrame | None) -> tuple[pa.Table, list[int]]:
         """Visible rows and lineage ids of the chosen output rows (None: all of them)."""
-        visible = [(c.id, c.name) for c in self.task.output]
         if chosen is None:
-            rows = self.reader.scan(self._uri("output"), [*visible, (LID, LID)])
+            rows = self.reader.scan(self._uri("output"), [*self._visible, (LID, LID)])
         else:
             named = chosen.select(
-                *[ref(i).alias(n) for i, n in visible], lid_of(lid_columns(self.root)).alias(LID)
+                *[ref(i).alias(n) for i, n in self._visible], lid_of(lid_columns(self.root)).alias(LID)
             )
             rows = named.toArrow()
         lids = sorted(set(rows.column(LID).to_pylist()))
@@ -93,9 +96,8 @@ class EagerIndex:
             given = pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows], schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             raise LineageError(f"rows= do not fit the output's column types ({schema}): {exc}") from None
-        visible = [(c.id, c.name) for c in self.task.output]
         keys = given.rename_columns([by_name[c] for c in cols])
-        matched = self.reader.lookup(self._uri("output"), keys, [*visible, (LID, LID)], distinct=False)
+        matched = self.reader.lookup(self._uri("output"), keys, [*self._visible, (LID, LID)], distinct=False)
         found = {tuple(r.values()) for r in matched.select(cols).to_pylist()}
         missing = [r for r in given.to_pylist() if tuple(r.values()) not in found]
         if missing:
@@ -267,12 +269,10 @@ class EagerIndex:
     ) -> pa.Table:
         """Rows of ``uri`` matching ``where``, evaluated by Spark so that a predicate means
         what it means everywhere else in the API (Spark SQL: 0-based arrays, its functions)."""
-        df = self.spark.read.parquet(uri).select(*[ref(c).alias(a) for c, a in select])
         try:
-            return (df.filter(F.expr(where)) if where is not None else df).toArrow()
+            return self.reader.spark_scan(uri, select, where)
         except (AnalysisException, ParseException) as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise LineageError(f"invalid where={where!r} on {what}: {first}") from None
+            raise LineageError(f"invalid where={where!r} on {what}: {first_line(exc)}") from None
 
     def _forward_lids(self, name: str, keys: pa.Table) -> set[int]:
         """Output rows whose lineage holds one of ``keys``: through the forward index (a table
@@ -295,8 +295,7 @@ class EagerIndex:
 
     def _answer(self, what: str, given: pa.Table, lids: set[int], started: float) -> ForwardLineage:
         keys = pa.table({LID: pa.array(sorted(lids), pa.int64())})
-        visible = [(c.id, c.name) for c in self.task.output]
-        outputs = self.reader.lookup(self._uri("output"), keys, visible, distinct=False)
+        outputs = self.reader.lookup(self._uri("output"), keys, self._visible, distinct=False)
         return ForwardLineage(what, given, outputs, len(lids), time.perf_counter() - started)
 
 

@@ -3,6 +3,11 @@
 from segmenter.errors import LineageError
 
 
+def first_line(exc: Exception) -> str:
+    """The line of an engine error a person needs (Spark's messages go on for pages)."""
+    return str(exc).strip().splitlines()[0]
+
+
 class TargetNotFoundError(LineageError):
     """Lineage was asked for rows that are not in the run's output."""
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from materialization.compile import null_safe_match
+from materialization.compile import null_safe_match, ref
 
 LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
 
@@ -23,6 +23,10 @@ Selection = Sequence[tuple[str, str]]  # (column in the file, name in the answer
 def local_path(uri: str) -> str | None:
     """The file-system path of a ``file:`` URI; None for other stores."""
     return uri[len("file:") :] if uri.startswith("file:") else None
+
+
+def _selected(df: DataFrame, select: Selection | None) -> DataFrame:
+    return df if select is None else df.select(*[ref(c).alias(a) for c, a in select])
 
 
 def _equals(keys: pa.Table, column: str) -> str:
@@ -85,9 +89,7 @@ class ParquetReader:
                 self.con.unregister("__keys")
         df = self.spark.read.parquet(uri)
         given = self.spark.createDataFrame(keys)
-        picked = null_safe_match(df, given, {c: c for c in keys.column_names}, "left_semi")
-        if select is not None:
-            picked = picked.select(*[F.col(f"`{c}`").alias(a) for c, a in select])
+        picked = _selected(null_safe_match(df, given, {c: c for c in keys.column_names}, "left_semi"), select)
         return picked.distinct() if distinct else picked
 
     def scan(self, uri: str, select: Selection | None = None, where: str | None = None) -> pa.Table:
@@ -98,9 +100,11 @@ class ParquetReader:
             if where is not None:
                 sql += f" WHERE {where}"
             return self.con.sql(sql).to_arrow_table()
-        df = self.spark.read.parquet(uri)
-        if select is not None:
-            df = df.select(*[F.col(f"`{c}`").alias(a) for c, a in select])
+        return self.spark_scan(uri, select, where)
+
+    def spark_scan(self, uri: str, select: Selection | None = None, where: str | None = None) -> pa.Table:
+        """:meth:`scan` by Spark, whatever the store: ``where`` in Spark SQL's dialect."""
+        df = _selected(self.spark.read.parquet(uri), select)
         return (df.filter(F.expr(where)) if where is not None else df).toArrow()
 
     @staticmethod
@@ -108,8 +112,3 @@ class ParquetReader:
         if select is None:
             return "t.*"
         return ", ".join(f"t.{_q(c)} AS {_q(a)}" for c, a in select)
-
-    def close(self) -> None:
-        if self._con is not None:
-            self._con.close()
-            self._con = None

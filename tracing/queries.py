@@ -47,7 +47,7 @@ def trace_non_d(seg: Segment, targets: Restriction | None, restorer: Restorer) -
         df = restorer.leaf_input(seg, leaf, pushed[id(leaf)])
         inputs[id(leaf)] = df.withColumn(tag, F.struct(*[ref(c.id) for c in leaf.columns]))
         tags[id(leaf)] = tag
-    body_top = seg.body if seg.body is not None else seg.leaves[0]
+    body_top = seg.body_top
     joined = Compiler(restorer.spark, tagged=True, inputs=lambda n: inputs.get(id(n))).compile(body_top)
     for agg in reversed(seg.aggregations):
         joined = joined.withColumns({c.id: F.expr(e.sql) for c, e in agg.keys})

@@ -40,7 +40,7 @@ from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
 from tracing.derive import derive
 from tracing.eager import EagerIndex
-from tracing.errors import NotCapturedError, TargetNotFoundError
+from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
 
@@ -90,7 +90,7 @@ class LineageSession:
         try:
             return self.spark.sql(query)
         except (AnalysisException, ParseException) as exc:
-            raise LineageError(f"invalid SQL task: {_first_line(exc)}") from None
+            raise LineageError(f"invalid SQL task: {first_line(exc)}") from None
 
     # --- tasks --------------------------------------------------------------------------------
     def parse(self, task: DataFrame | str) -> Task:
@@ -308,7 +308,7 @@ class Run:
                 chosen = named.filter(F.expr(where))
                 _ = chosen.schema  # analyse now, so a bad predicate fails here
             except (AnalysisException, ParseException) as exc:
-                raise LineageError(f"invalid where={where!r}: {_first_line(exc)}") from None
+                raise LineageError(f"invalid where={where!r}: {first_line(exc)}") from None
         elif rows is not None:
             chosen = self._rows(named, names, rows)
         elif sample is not None:
@@ -355,7 +355,3 @@ def _source_keys(task: Task) -> dict[str, tuple[str, ...]]:
             names = {c.id: c.name for c in node.cols}
             keys[node.table] = tuple(names[k] for k in node.key)
     return keys
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0]

@@ -1,0 +1,51 @@
+"""Confidence of lineage formulas (Trio-style): exact, sampled, deep lineage, checks, influence."""
+
+from tracing.confidence.estimate import Estimate
+from tracing.confidence.exact import BudgetExceeded, exact_probability
+from tracing.confidence.facts import Facts, independent
+from tracing.confidence.formula import (
+    FALSE,
+    TRUE,
+    And,
+    Formula,
+    Not,
+    Or,
+    Var,
+    condition,
+    conj,
+    disj,
+    holds,
+    neg,
+    render,
+    substitute,
+    variables,
+)
+from tracing.confidence.montecarlo import karp_luby, naive_monte_carlo
+from tracing.confidence.probability import METHODS, probability
+
+__all__ = [
+    "FALSE",
+    "METHODS",
+    "TRUE",
+    "And",
+    "BudgetExceeded",
+    "Estimate",
+    "Facts",
+    "Formula",
+    "Not",
+    "Or",
+    "Var",
+    "condition",
+    "conj",
+    "disj",
+    "exact_probability",
+    "holds",
+    "independent",
+    "karp_luby",
+    "naive_monte_carlo",
+    "neg",
+    "probability",
+    "render",
+    "substitute",
+    "variables",
+]

@@ -4,6 +4,7 @@ workload imports, and so loads, only the models it uses)."""
 from __future__ import annotations
 
 import importlib
+import re
 
 from pyspark.sql import SparkSession
 
@@ -16,9 +17,34 @@ WORKLOAD_UDFS: dict[str, tuple[str, ...]] = {
 }
 
 
+PROJECT_UDFS: dict[str, str] = {  # name -> module defining it
+    "person_detection": "reasoning_udfs.person_detection",
+    "text_sentiment": "reasoning_udfs.text_sentiment",
+    "face_recognition": "reasoning_udfs.face_recognition",
+    "name_from_path": "reasoning_udfs.name_from_path",
+    "credit_exam": "reasoning_udfs.credit_exam",
+    "credit_exam_lime": "reasoning_udfs.credit_exam",
+    "credit_rules": "reasoning_udfs.loan_rules",
+    "keyword_sentiment": "reasoning_udfs.text_rules",
+}
+
+
 def register_udfs(spark: SparkSession, workload: str) -> None:
     for name in WORKLOAD_UDFS[workload]:
-        getattr(importlib.import_module(f"reasoning_udfs.{name}"), name).register(spark)
+        _register(spark, name)
+
+
+def register_udfs_named_in(spark: SparkSession, sql: str) -> list[str]:
+    """Make the project's UDFs that ``sql`` calls callable from it (only those: importing a
+    model's module costs seconds)."""
+    named = [n for n in PROJECT_UDFS if re.search(rf"\b{n}\s*\(", sql, re.IGNORECASE)]
+    for name in named:
+        _register(spark, name)
+    return named
+
+
+def _register(spark: SparkSession, name: str) -> None:
+    getattr(importlib.import_module(PROJECT_UDFS[name]), name).register(spark)
 
 
 def model_checksums() -> dict[str, str]:
@@ -31,3 +57,18 @@ def model_checksums() -> dict[str, str]:
         sums[f"model.{name}"] = relative
         sums[f"model.{name}.sha256"] = sha256(path) if path.exists() else "missing"
     return sums
+
+
+MODEL_OF_UDF = {"person_detection": "yolo", "text_sentiment": "sentiment"}
+
+
+def udf_models(udfs: list[str]) -> dict[str, dict[str, str]]:
+    """The weights file and checksum behind each of ``udfs`` that has one (audit reports)."""
+    wanted = [u for u in udfs if u in MODEL_OF_UDF]
+    if not wanted:
+        return {}
+    sums = model_checksums()
+    return {
+        u: {"weights": sums[f"model.{MODEL_OF_UDF[u]}"], "sha256": sums[f"model.{MODEL_OF_UDF[u]}.sha256"]}
+        for u in wanted
+    }

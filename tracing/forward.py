@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracing.lineage import SHOW_ROWS, collect_rows, fmt_row
+from tracing.render_html import forward_html
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class ForwardLineage:
         if len(rows) > SHOW_ROWS:
             lines.append(f"  ... {len(rows) - SHOW_ROWS} more")
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return forward_html(self)
 
     def __repr__(self) -> str:
         return f"<ForwardLineage {len(self)} output row(s) depend on {self.what}>"

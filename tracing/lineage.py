@@ -150,6 +150,11 @@ class AugmentedLineage:
             )
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        from tracing.render_html import fragment, lineage_html  # it imports this module
+
+        return fragment(lineage_html(self))
+
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}: {len(self.source_rows(t))}" for t in self.tables)
         return f"<AugmentedLineage source=({counts}) reasoning={len(self.reasoning_rows())} calls>"

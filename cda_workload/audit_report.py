@@ -1,0 +1,111 @@
+"""The model audit report: one self-contained HTML file (styles inline, images as data URIs,
+nothing fetched when it is opened) that shows an auditor a run's task, its models and, for
+each chosen output row, the augmented lineage with every model's reason drawn.
+
+:func:`audit_report` and :func:`report_dict` only turn a run and its lineage answers into
+text; writing files and logging them to MLflow are separate steps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from tracing import AugmentedLineage, Run
+from tracing.render_html import STYLE, lineage_html, rows_table, run_html
+
+Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksum}
+
+
+def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models | None = None) -> str:
+    """The report as an HTML document: ``lineages`` holds one answer per output row shown (or
+    one answer for a set of rows)."""
+    title = f"Model audit report: run {run.id}"
+    sections = [
+        f"<h1>{escape(title)}</h1>",
+        f"<p class='al-note'>generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>",
+        "<h2>Task</h2>",
+        run_html(run),
+        "<h2>Models</h2>",
+        rows_table(_model_rows(run, models or {})),
+        f"<h2>Output rows and their augmented lineage ({len(lineages)})</h2>",
+    ]
+    for i, lineage in enumerate(lineages, 1):
+        sections.append(f"<section class='al-row'><h3>Answer {i} of {len(lineages)}</h3>")
+        sections += [lineage_html(lineage), "</section>"]
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{escape(title)}</title><style>{STYLE}{PAGE_STYLE}</style></head>"
+        f"<body class='al'>{''.join(sections)}</body></html>"
+    )
+
+
+PAGE_STYLE = """
+body.al { max-width: 1100px; margin: 20px auto; padding: 0 16px; }
+.al section.al-row { border-top: 2px solid #333; margin-top: 24px; }
+"""
+
+
+def _model_rows(run: Run, models: Models) -> list[dict[str, Any]]:
+    return [
+        {
+            "UDF": udf,
+            "module": module,
+            "weights": models.get(udf, {}).get("weights", "none (rules or trained in-process)"),
+            "sha256": models.get(udf, {}).get("sha256", "-"),
+        }
+        for udf, module in sorted(run.record.get("udfs", {}).items())
+    ]
+
+
+def report_dict(
+    run: Run, lineages: Sequence[AugmentedLineage], models: Models | None = None
+) -> dict[str, Any]:
+    """The report's content as plain data (the JSON export)."""
+    record = run.record
+    answers = []
+    for lineage in lineages:
+        answer = lineage.to_dict()
+        confidence = getattr(lineage, "confidence", None)
+        if confidence is not None:
+            answer["confidence"] = confidence
+        answers.append(answer)
+    return {
+        "run": {
+            "id": run.id,
+            "strategy": run.strategy,
+            "backend": run.backend,
+            "created": record.get("created"),
+            "task_seconds": record.get("task_seconds"),
+            "output_rows": record["output"]["rows"],
+            "task_text": run.task.text,
+            "operator_tree": run.tree(),
+            "segments": run.segments(),
+        },
+        "models": _model_rows(run, models or {}),
+        "answers": answers,
+    }
+
+
+def write_text(text: str, path: str | Path) -> Path:
+    """Write ``text`` (the HTML or JSON) to ``path``, creating its folder."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def to_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, default=str)
+
+
+def log_to_mlflow(paths: Sequence[Path], folder: str = "audit") -> None:
+    """Attach the written report files to the active MLflow run."""
+    import mlflow
+
+    for path in paths:
+        mlflow.log_artifact(str(path), artifact_path=folder)

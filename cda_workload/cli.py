@@ -1,0 +1,61 @@
+"""``al``: the command line of augmented lineage for Spark.
+
+    al run task.sql --store al_store --strategy fm     run a task, keep it in the store
+    al runs --store al_store                           list the runs in a store
+    al lineage RUN_ID --where "Judge = 'Reject'"       source rows and model reasons behind rows
+    al report RUN_ID --sample 3 -o report.html         a self-contained HTML audit report
+    al demo                                            CDA queries with real models, explained
+    al bench --queries Q3,Q9                           the benchmark of section 7
+
+Exit status: 0 done, 2 a usage or input error (one line on stderr saying what to change),
+1 anything unexpected (the stack trace with --verbose). ``python -m cda_workload`` is the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from cda_workload.cli_lineage import add_lineage_commands
+from cda_workload.cli_workload import add_workload_commands
+from cda_workload.progress import Progress
+from segmenter.errors import LineageError
+
+USER_ERRORS = (LineageError, ValueError, FileNotFoundError)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="al", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--verbose", action="store_true", help="show the stack trace of an error")
+    add_lineage_commands(sub, common)
+    add_workload_commands(sub, common)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args, Progress())
+    except KeyboardInterrupt:
+        print("al: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        user = isinstance(exc, USER_ERRORS)
+        what = _first_line(exc) if user else f"unexpected {type(exc).__name__}: {_first_line(exc)}"
+        hint = "" if user or args.verbose else " (run with --verbose for the stack trace)"
+        print(f"al: error: {what}{hint}", file=sys.stderr)
+        return 2 if user else 1
+    return 0
+
+
+def _first_line(exc: Exception) -> str:
+    from tracing.errors import first_line
+
+    return first_line(exc) if str(exc).strip() else type(exc).__name__

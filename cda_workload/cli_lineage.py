@@ -1,0 +1,188 @@
+"""The lineage commands: ``run`` a task file, list the ``runs`` of a store, derive
+``lineage`` for output rows, write an audit ``report``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from cda_workload.local_session import open_session
+from cda_workload.progress import Progress
+
+if TYPE_CHECKING:
+    from tracing import AugmentedLineage, Run
+
+
+def run_task(args: argparse.Namespace, progress: Progress) -> None:
+    from cda_workload.task_file import load_task
+
+    als = open_session(args.store, progress)
+    task = load_task(args.taskfile, als)
+    with progress.working(f"running {args.taskfile}"):
+        run = als.run(task, strategy=args.strategy, backend=args.backend)
+    record = run.record
+    print(
+        f"run {run.id}: {record['output']['rows']} output row(s) in {record['task_seconds']:.1f} s "
+        f"(strategy {run.strategy}, backend {run.backend}, stored {run.stored_tuples} tuples)"
+    )
+    print(run.segments())
+    if args.mlflow:
+        _track(
+            args, run, {"task_seconds": record["task_seconds"], "output_rows": record["output"]["rows"]}, []
+        )
+
+
+def list_runs(args: argparse.Namespace, progress: Progress) -> None:
+    als = open_session(args.store, progress)
+    records = sorted((als.store.read_run(r) for r in als.runs()), key=lambda r: r.get("created", ""))
+    rows = [
+        {
+            "id": r["run_id"],
+            "strategy": r["strategy"],
+            "backend": r.get("backend", "lazy"),
+            "output_rows": r["output"]["rows"],
+            "created": r.get("created", ""),
+        }
+        for r in records
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        print(f"no runs in {als.store.uri}")
+        return
+    widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in rows[0]}
+    print("  ".join(k.ljust(w) for k, w in widths.items()))
+    for r in rows:
+        print("  ".join(str(r[k]).ljust(w) for k, w in widths.items()))
+
+
+def lineage(args: argparse.Namespace, progress: Progress) -> None:
+    run = _load(args, progress)
+    with progress.working(f"deriving the augmented lineage of run {run.id}"):
+        found = run.lineage(where=args.where, sample=args.sample, seed=args.seed, backend=args.backend)
+    print(found.to_json() if args.json else found)
+
+
+def report(args: argparse.Namespace, progress: Progress) -> None:
+    from cda_workload.audit_report import audit_report, report_dict, to_json, write_text
+    from cda_workload.udfs import udf_models
+
+    run = _load(args, progress)
+    lineages = _per_row(run, args, progress)
+    models = udf_models(sorted(run.record.get("udfs", {})))
+    written = [write_text(audit_report(run, lineages, models), args.output)]
+    if args.json_out:
+        written.append(write_text(to_json(report_dict(run, lineages, models)), args.json_out))
+    for path in written:
+        print(f"wrote {path}")
+    if args.mlflow:
+        seconds = sum(lin.seconds for lin in lineages)
+        _track(args, run, {"lineage_seconds": seconds, "answers": len(lineages)}, written)
+
+
+def _load(args: argparse.Namespace, progress: Progress) -> Run:
+    if args.sample is not None and args.sample < 1:
+        raise ValueError(f"--sample must be at least 1, got {args.sample}")
+    return open_session(args.store, progress).load_run(args.run_id)
+
+
+def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[AugmentedLineage]:
+    """One answer per chosen output row when there are at most ``--max-rows`` of them (an
+    auditor reads row by row), else one answer for the whole set."""
+    from tracing.lineage import collect_rows
+
+    with progress.working(f"deriving the augmented lineage of run {run.id}"):
+        whole = run.lineage(where=args.where, sample=args.sample, seed=args.seed, backend=args.backend)
+    targets = collect_rows(whole.targets) if whole.targets is not None else []
+    if not 1 < len(targets) <= args.max_rows:
+        return [whole]
+    answers = []
+    for i, row in enumerate(targets, 1):
+        with progress.working(f"row {i} of {len(targets)}"):
+            answers.append(run.lineage(rows=[row], backend=args.backend))
+    return answers
+
+
+def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifacts: list) -> None:
+    """Record the command in MLflow: the run's settings and models, metrics, files."""
+    import mlflow
+
+    from cda_workload.audit_report import log_to_mlflow
+    from cda_workload.tracking import tracked_run
+    from cda_workload.udfs import udf_models
+
+    params = {"run_id": run.id, "strategy": run.strategy, "backend": run.backend}
+    for udf, model in udf_models(sorted(run.record.get("udfs", {}))).items():
+        params.update({f"model.{udf}": model["weights"], f"model.{udf}.sha256": model["sha256"]})
+    with tracked_run("al", f"{args.command}-{run.id}", args.mlflow_dir) as tracked:
+        mlflow.log_params(params)
+        mlflow.log_metrics(metrics)
+        log_to_mlflow(artifacts)
+    print(f"MLflow run {tracked.info.run_id} in {mlflow.get_tracking_uri()} (experiment al)")
+
+
+def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``run``, ``runs``, ``lineage`` and ``report`` with their options."""
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument(
+        "--store", default="al_store", help="results store: a folder or URI (default ./al_store)"
+    )
+    tracking = argparse.ArgumentParser(add_help=False)
+    tracking.add_argument("--mlflow", action="store_true", help="also record this in MLflow")
+    tracking.add_argument(
+        "--mlflow-dir", default="al_mlflow", help="local MLflow folder (default ./al_mlflow)"
+    )
+    choose = argparse.ArgumentParser(add_help=False)
+    choose.add_argument("run_id", metavar="RUN_ID", help="a run id, as `al runs` lists them")
+    which = choose.add_mutually_exclusive_group()
+    which.add_argument("--where", help="output rows matching this SQL predicate, e.g. \"Judge = 'Reject'\"")
+    which.add_argument("--sample", type=int, metavar="N", help="N output rows drawn at random (seeded)")
+    choose.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
+    choose.add_argument(
+        "--backend", choices=["lazy", "eager"], help="answer from the run's own backend (default) or trace it"
+    )
+
+    p = sub.add_parser(
+        "run",
+        parents=[common, store, tracking],
+        help="run a task file and keep the run in the store",
+        description="Run a task (a .sql file over the store's tables, or a .py file defining task(als) "
+        "that returns a DataFrame or SQL string) and print its run id and segments.",
+    )
+    p.add_argument("taskfile", metavar="TASKFILE", help="a .sql or .py task file")
+    p.add_argument("--strategy", choices=["fm", "rerun", "full"], help="what to store (default fm)")
+    p.add_argument(
+        "--backend", choices=["lazy", "eager"], default="lazy", help="lineage backend (default lazy)"
+    )
+    p.set_defaults(func=run_task)
+
+    p = sub.add_parser("runs", parents=[common, store], help="list the runs in a store")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=list_runs)
+
+    p = sub.add_parser(
+        "lineage",
+        parents=[common, store, choose],
+        help="derive the augmented lineage of output rows of a run",
+        description="Source rows and model calls (input, value, reason) behind output rows of a run: "
+        "those matching --where, N sampled with --sample, or all of them.",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=lineage)
+
+    p = sub.add_parser(
+        "report",
+        parents=[common, store, choose, tracking],
+        help="write a self-contained HTML audit report for output rows of a run",
+        description="A one-file HTML report (images embedded, no network needed to view it): the task, "
+        "its models and checksums, and for each chosen output row its source rows and model reasons "
+        "drawn for a person.",
+    )
+    p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
+    p.add_argument("--json-out", metavar="FILE", help="also write the report's content as JSON")
+    p.add_argument(
+        "--max-rows", type=int, default=5, help="one section per row up to this many rows (default 5)"
+    )
+    p.set_defaults(func=report)

@@ -1,0 +1,44 @@
+"""Tasks given as files to ``al run``: a ``.sql`` file of Spark SQL over the store's source
+tables, or a ``.py`` file defining ``task(als)`` that may register tables and returns a
+DataFrame or a SQL string. UDFs a task calls must live in importable modules (Spark's
+workers import them, and so does a later process that recomputes lineage)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+
+from cda_workload.udfs import register_udfs_named_in
+from tracing import LineageSession
+
+
+def load_task(path: str | Path, als: LineageSession) -> DataFrame | str:
+    """The task a file defines, ready for ``als.run``."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"task file not found: {file}")
+    if file.suffix == ".sql":
+        sql = file.read_text()
+        if not sql.strip():
+            raise ValueError(f"task file {file} is empty")
+        register_udfs_named_in(als.spark, sql)
+        return sql
+    if file.suffix != ".py":
+        raise ValueError(f"task file must be .sql or .py, not {file.name}")
+    spec = importlib.util.spec_from_file_location(f"al_task_{file.stem}", file)
+    assert spec is not None and spec.loader is not None  # a .py path always has a loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    task = getattr(module, "task", None)
+    if not callable(task):
+        raise ValueError(f"{file} defines no function task(als)")
+    found = task(als)
+    if isinstance(found, str):
+        register_udfs_named_in(als.spark, found)
+    elif not isinstance(found, DataFrame):
+        raise ValueError(
+            f"task(als) in {file} returned {type(found).__name__}, not a DataFrame or SQL string"
+        )
+    return found

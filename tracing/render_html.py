@@ -1,0 +1,142 @@
+"""Lineage answers, forward answers and runs as HTML fragments: what Jupyter shows
+(``_repr_html_``) and what the audit report is assembled from, so both read the same."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+from tracing.lineage import AugmentedLineage, TraceStat, collect_rows
+from tracing.render_reasons import likelihood_bar, render_call
+
+if TYPE_CHECKING:
+    from tracing.forward import ForwardLineage
+    from tracing.session import Run
+
+MAX_ROWS = 50  # rows per table; the JSON export has them all
+
+STYLE = """
+.al { font-family: system-ui, sans-serif; font-size: 14px; color: #222; }
+.al table { border-collapse: collapse; margin: 4px 0 10px; }
+.al th, .al td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; }
+.al th { background: #f2f2f2; }
+.al pre { background: #f7f7f7; padding: 6px; margin: 4px 0; overflow-x: auto; }
+.al .al-call { border-left: 3px solid #888; padding: 4px 10px; margin: 8px 0; }
+.al .al-image { display: block; max-width: 100%; margin: 4px 0; }
+.al .al-text { max-width: 60em; line-height: 1.6; }
+.al .al-bar { position: relative; width: 300px; height: 18px; background: #eee; margin: 4px 0; }
+.al .al-bar div { height: 100%; background: #4a7bd0; }
+.al .al-bar span { position: absolute; left: 6px; top: 0; font-size: 12px; }
+.al .al-missing, .al .al-note { color: #a15c00; }
+"""
+
+
+def rows_table(rows: list[dict[str, Any]], limit: int = MAX_ROWS) -> str:
+    """Rows (dicts with the same keys) as an HTML table, the first ``limit`` of them."""
+    if not rows:
+        return "<p class='al-note'>(no rows)</p>"
+    names = list(rows[0])
+    head = "".join(f"<th>{escape(str(n))}</th>" for n in names)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(_cell(r.get(n)))}</td>" for n in names) + "</tr>" for r in rows[:limit]
+    )
+    more = f"<p class='al-note'>… {len(rows) - limit} more row(s)</p>" if len(rows) > limit else ""
+    return f"<table><tr>{head}</tr>{body}</table>{more}"
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else str(value)
+
+
+def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
+    """The output rows asked about, their source rows, every model call with its reason drawn,
+    the confidence (when the answer carries one) and the tracing queries' cost."""
+    parts = []
+    if lineage.targets is not None:
+        parts += ["<h4>Output row(s)</h4>", rows_table(collect_rows(lineage.targets), limit)]
+    confidence = getattr(lineage, "confidence", None)
+    if confidence:
+        parts += ["<h4>Confidence</h4>", confidence_html(confidence)]
+    scope = f" ({escape(lineage.scope)})" if lineage.scope else ""
+    parts.append(f"<h4>Source lineage{scope}</h4>")
+    for table in lineage.tables:
+        rows = lineage.source_rows(table)
+        parts += [f"<h5>{escape(table)}: {len(rows)} row(s)</h5>", rows_table(rows, limit)]
+    parts.append("<h4>Reasoning lineage</h4>")
+    if not lineage.reasoning:
+        parts.append("<p class='al-note'>no function operator ran in reasoning mode on the way</p>")
+    for entry in lineage.reasoning:
+        calls = [r for r in lineage.reasoning_rows(entry.udf) if r["segment"] == entry.segment]
+        parts.append(f"<h5>{escape(entry.udf)} (segment {entry.segment}): {len(calls)} call(s)</h5>")
+        parts += [render_call(c["inputs"], c["value"], c["reason"]) for c in calls[:limit]]
+        if len(calls) > limit:
+            parts.append(f"<p class='al-note'>… {len(calls) - limit} more call(s)</p>")
+    parts += [f"<h4>Tracing queries ({lineage.seconds:.2f} s)</h4>", queries_table(lineage.queries)]
+    return "".join(parts)
+
+
+def queries_table(queries: list[TraceStat]) -> str:
+    rows = [
+        {
+            "segment": q.segment,
+            "kind": q.kind,
+            "pattern": q.pattern,
+            "seconds": f"{q.seconds:.3f}",
+            "rows in": "all" if q.rows_in is None else q.rows_in,
+            "rows out": ", ".join(f"{k}: {'all' if v is None else v}" for k, v in q.rows_out.items()),
+        }
+        for q in queries
+    ]
+    return rows_table(rows, len(rows))
+
+
+def confidence_html(confidence: Any) -> str:
+    """Whatever the confidence backend attached: per output row, a probability (drawn as a bar)
+    and the facts that matter most; unknown shapes are shown as they are."""
+    if not isinstance(confidence, dict):
+        return f"<pre>{escape(str(confidence))}</pre>"
+    parts = []
+    for row, info in confidence.items():
+        parts.append(f"<h5>{escape(str(row))}</h5>")
+        if not isinstance(info, dict):
+            parts.append(f"<pre>{escape(str(info))}</pre>")
+            continue
+        if isinstance(info.get("probability"), int | float):
+            parts.append(likelihood_bar(info["probability"], "probability"))
+        rest = [{"item": k, "value": v} for k, v in info.items() if k != "probability"]
+        parts.append(rows_table(rest) if rest else "")
+    return "".join(parts)
+
+
+def forward_html(forward: ForwardLineage, limit: int = MAX_ROWS) -> str:
+    rows = forward.rows()
+    head = (
+        f"<p>{len(rows)} output row(s) depend on {escape(forward.what)} ({forward.seconds * 1000:.0f} ms)</p>"
+    )
+    return fragment(head + rows_table(collect_rows(forward.given), limit) + rows_table(rows, limit))
+
+
+def run_html(run: Run) -> str:
+    """A run's summary, operator tree and segments."""
+    record = run.record
+    facts = {
+        "run": run.id,
+        "strategy": run.strategy,
+        "backend": run.backend,
+        "created": record.get("created", "not recorded"),
+        "task seconds": f"{record['task_seconds']:.2f}" if "task_seconds" in record else "not recorded",
+        "output rows": record["output"]["rows"],
+        "stored tuples": run.stored_tuples,
+    }
+    summary = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in facts.items())
+    text = f"<h4>Task text</h4><pre>{escape(run.task.text.strip())}</pre>" if run.task.text.strip() else ""
+    return (
+        f"<table>{summary}</table>{text}<h4>Operator tree</h4><pre>{escape(run.tree())}</pre>"
+        f"<h4>Segments</h4><pre>{escape(run.segments())}</pre>"
+    )
+
+
+def fragment(body: str) -> str:
+    """A self-styled fragment, as a notebook cell shows it."""
+    return f"<div class='al'><style>{STYLE}</style>{body}</div>"

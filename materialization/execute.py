@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from materialization.capture import Capture, Capturer
 from materialization.compile import Compiler, finish
+from materialization.formulas import capture_formulas
 from materialization.indexes import IndexBuilder
 from materialization.store import ResultsStore
 from materialization.strategies import run_mode, stores
@@ -39,8 +40,12 @@ def execute_run(
     run_id: str,
     progress: Progress = lambda msg: None,
     capture: Capture | None = None,
+    confidence: bool = False,
 ) -> dict[str, Any]:
-    """Run ``task`` and commit it to the store atomically; returns the run record."""
+    """Run ``task`` and commit it to the store atomically; returns the run record.
+
+    ``capture``: eager lineage capture; ``confidence``: boolean lineage for confidences
+    (needs strategy full: formulas are written over the stored intermediates)."""
     staging = store.staging_dir(run_id)
     mode = capture.mode if capture is not None else run_mode(strategy)
     started = time.perf_counter()
@@ -60,7 +65,7 @@ def execute_run(
             "run_id": run_id,
             "created": datetime.now(UTC).isoformat(),
             "strategy": strategy,
-            "backend": "lazy" if capture is None else "eager",
+            "backend": "eager" if capture is not None else "confidence" if confidence else "lazy",
             "mode": mode,
             "task": to_dict(task),
             "segments": render_segments(root),
@@ -78,6 +83,11 @@ def execute_run(
             captured.update(builder.build())
             captured["index_seconds"] = time.perf_counter() - index_started
             record["capture"] = captured
+        if confidence:
+            formulas_started = time.perf_counter()
+            with translate_udf_errors():
+                record["confidence"] = capture_formulas(spark, store, staging, root, stored, progress)
+            record["confidence"]["seconds"] = time.perf_counter() - formulas_started
         record["task_seconds"] = task_seconds
         record["seconds"] = time.perf_counter() - started
         store.write_json(f"{staging}/run.json", record)

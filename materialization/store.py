@@ -19,12 +19,14 @@ import os
 import re
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
 from segmenter.errors import LineageError
 from segmenter.parser import SourceRef
@@ -37,6 +39,47 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class StoreError(LineageError):
     """The results store cannot be used (not writable, missing run, corrupt record)."""
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """An uncertain source table (Trio's tuple-independent and x-tuple relations).
+
+    ``confidence``: the column holding each row's probability of being true. ``alternatives``:
+    a column whose equal values mark mutually exclusive alternatives of one x-tuple (their
+    probabilities add up to at most 1); without it the rows are independent."""
+
+    confidence: str
+    alternatives: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"confidence": self.confidence, "alternatives": self.alternatives}
+
+    def check(self, table: str, df: DataFrame) -> None:
+        """Refuse a declaration the data does not fit, naming the offending row."""
+        names = {c.lower(): c for c in df.columns}
+        for role, col in (("confidence", self.confidence), ("alternatives", self.alternatives)):
+            if col is not None and col.lower() not in names:
+                raise StoreError(f"source {table!r}: {role} column {col!r} not in {df.columns}")
+        conf_name = names[self.confidence.lower()]
+        conf = F.col(f"`{conf_name}`")
+        if not isinstance(df.schema[conf_name].dataType, NumericType):
+            raise StoreError(f"source {table!r}: confidence column {self.confidence!r} must be numeric")
+        bad = df.filter(conf.isNull() | (conf < 0) | (conf > 1)).limit(1).collect()
+        if bad:
+            raise StoreError(
+                f"source {table!r}: confidence must be in [0, 1], got {bad[0][conf_name]!r} "
+                f"in row {bad[0].asDict()}"
+            )
+        if self.alternatives is not None:
+            group = F.col(f"`{names[self.alternatives.lower()]}`")
+            over = df.groupBy(group.alias("g")).agg(F.sum(conf).alias("total"))
+            over = over.filter(F.col("total") > 1 + 1e-9).limit(1).collect()
+            if over:
+                raise StoreError(
+                    f"source {table!r}: the alternatives of {self.alternatives} = {over[0]['g']!r} have "
+                    f"confidences adding up to {over[0]['total']:.4g} > 1"
+                )
 
 
 def normalize_uri(uri: str) -> str:
@@ -119,11 +162,20 @@ class ResultsStore:
         df.write.mode("error").option("compression", "zstd").parquet(path)
 
     # --- sources ------------------------------------------------------------------------------
-    def register_source(self, name: str, df: DataFrame, key: Sequence[str] | None) -> SourceRef:
-        """Persist ``df`` as a new snapshot of source ``name`` with stable row ids."""
+    def register_source(
+        self,
+        name: str,
+        df: DataFrame,
+        key: Sequence[str] | None,
+        uncertainty: Uncertainty | None = None,
+    ) -> SourceRef:
+        """Persist ``df`` as a new snapshot of source ``name`` with stable row ids (and, for
+        an uncertain table, the columns that say how likely each row is)."""
         if not _NAME.match(name):
             raise StoreError(f"source name {name!r} must be a SQL identifier")
         columns = {c.lower() for c in df.columns}
+        if uncertainty is not None:
+            uncertainty.check(name, df)
         if key:
             missing = [k for k in key if k.lower() not in columns]
             if missing:
@@ -152,6 +204,7 @@ class ResultsStore:
                 "snapshot": final,
                 "rows": rows,
                 "created": datetime.now(UTC).isoformat(),
+                "uncertainty": uncertainty.to_dict() if uncertainty else None,
             }
             self.write_json(f"{staging}/{SOURCE_META}", meta)
             self.rename(staging, final)
@@ -175,11 +228,20 @@ class ResultsStore:
         return self.source_at(snapshot)
 
     def source_at(self, snapshot: str) -> SourceRef:
+        meta = self._source_meta(snapshot)
+        return SourceRef(meta["table"], tuple(meta["key"]), snapshot)
+
+    def uncertainty(self, snapshot: str) -> Uncertainty | None:
+        """How likely the rows of a source snapshot are (None: a certain table)."""
+        found = self._source_meta(snapshot).get("uncertainty")
+        return Uncertainty(**found) if found else None
+
+    def _source_meta(self, snapshot: str) -> dict[str, Any]:
         meta = self._meta_cache.get(snapshot)
         if meta is None:
             meta = self.read_json(f"{snapshot}/{SOURCE_META}")
             self._meta_cache[snapshot] = meta
-        return SourceRef(meta["table"], tuple(meta["key"]), snapshot)
+        return meta
 
     def resolve(self, paths: list[str]) -> SourceRef | None:
         """The registered snapshot a relation reads, recognised by its path."""

@@ -52,6 +52,12 @@ class ReasoningUDF:
     def main_with_reason(self, *args: Any) -> tuple[Any, Any]:
         raise NotImplementedError
 
+    def probability(self, value: Any, reason: Any) -> float | None:
+        """How likely ``value`` is right, read from the call's reason (a dict), for the
+        confidence backend: each call becomes an uncertain fact with this probability. None
+        (the default): the decision is taken as certain."""
+        return None
+
     def main_batch(self, rows: Sequence[tuple]) -> list[Any]:
         """Values for a batch of argument tuples; override for batched inference."""
         return [self._call_row(self.main, row) for row in rows]

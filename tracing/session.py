@@ -9,7 +9,10 @@ run, in this process or a later one, for the augmented lineage of its output row
 Two lineage backends answer the same questions: ``lazy`` (tracing queries at question time,
 nothing captured while the task runs) and ``eager`` (``als.run(task, backend="eager")``:
 lineage indexes captured while the task runs, questions answered from them in-process; it
-also answers forward questions, :meth:`Run.forward`).
+also answers forward questions, :meth:`Run.forward`). A third, ``confidence``, answers them
+as ``lazy`` does and also keeps boolean lineage over uncertain facts (source rows declared
+uncertain, model decisions with a probability), so :meth:`Run.confidence` can say how
+likely each output row is.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
-from materialization.store import ResultsStore, new_id
+from materialization.store import ResultsStore, Uncertainty, new_id
 from materialization.strategies import check_strategy
 from segmenter.errors import LineageError
 from segmenter.operators import Source, Task, from_dict
@@ -44,7 +47,7 @@ from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
 
-BACKENDS = ("lazy", "eager")
+BACKENDS = ("lazy", "eager", "confidence")
 
 TableData = DataFrame | pd.DataFrame | str
 
@@ -62,18 +65,30 @@ class LineageSession:
         self.progress = progress or (lambda msg: None)
 
     # --- sources ------------------------------------------------------------------------------
-    def register_table(self, name: str, data: TableData, key: str | Sequence[str] | None = None) -> DataFrame:
+    def register_table(
+        self,
+        name: str,
+        data: TableData,
+        key: str | Sequence[str] | None = None,
+        confidence: str | None = None,
+        alternatives: str | None = None,
+    ) -> DataFrame:
         """Persist ``data`` (DataFrame, pandas DataFrame or Parquet path) as source ``name``.
 
         ``key`` names the column(s) that identify a row; without one, a ``_rid`` column of
-        stable row ids is added and stored with the data."""
+        stable row ids is added and stored with the data. ``confidence`` makes the table
+        uncertain: that column holds each row's probability (rows independent), and rows with
+        equal ``alternatives`` values are mutually exclusive alternatives of one fact."""
         if isinstance(data, pd.DataFrame):
             data = self.spark.createDataFrame(data)
         elif isinstance(data, str):
             data = self.spark.read.parquet(data)
         keys = [key] if isinstance(key, str) else list(key) if key else None
+        if alternatives is not None and confidence is None:
+            raise ValueError("alternatives= needs confidence= (the column of each alternative's probability)")
+        uncertainty = Uncertainty(confidence, alternatives) if confidence else None
         self.progress(f"registering source table {name}")
-        self.store.register_source(name, data, keys)
+        self.store.register_source(name, data, keys, uncertainty)
         return self.table(name)
 
     def table(self, name: str) -> DataFrame:
@@ -113,16 +128,19 @@ class LineageSession:
         ``backend="eager"``: capture lineage indexes while the task runs; every intermediate
         result is stored as under ``full`` (the only strategy it takes). ``capture`` prunes
         what is captured (tables, directions) or coarsens it (granularity), see
-        :class:`materialization.capture.Capture`."""
+        :class:`materialization.capture.Capture`. ``backend="confidence"``: also under
+        ``full``, plus the boolean lineage of every row over uncertain facts."""
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-        if backend == "eager":
+        if backend in ("eager", "confidence"):
             if strategy not in (None, "full"):
                 raise ValueError(
-                    "backend='eager' stores every intermediate result, as strategy 'full' does; "
+                    f"backend={backend!r} stores every intermediate result, as strategy 'full' does; "
                     f"leave strategy out (got {strategy!r})"
                 )
-            strategy, capture = "full", capture or Capture()
+            strategy = "full"
+        if backend == "eager":
+            capture = capture or Capture()
         elif capture is not None:
             raise ValueError("capture= applies to backend='eager' only")
         strategy = check_strategy(strategy or "fm")
@@ -132,7 +150,10 @@ class LineageSession:
             capture.resolve(parsed)  # a bad declaration fails before anything runs
         run_id = run_id or new_id("r")
         self.progress(f"run {run_id}: {strategy}/{backend}, {len(list(root.walk()))} segment(s)")
-        record = execute_run(self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture)
+        record = execute_run(
+            self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture,
+            confidence=backend == "confidence",
+        )
         return Run(self, record, parsed, root)
 
     def load_run(self, run_id: str) -> Run:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -9,26 +10,34 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.worlds import brute_probability
+from tests.worlds import brute_conditional, brute_possible, brute_probability, model_count, worlds
 from tracing.confidence import (
     FALSE,
     TRUE,
     BudgetExceeded,
     Facts,
     Formula,
+    LineageGraph,
     Var,
+    always_together,
+    can_coexist,
     condition,
     conj,
     disj,
     exact_probability,
+    extraneous,
     holds,
     independent,
+    influence,
     karp_luby,
     naive_monte_carlo,
     neg,
     probability,
     render,
+    satisfiable,
+    slin_breakpoints,
     substitute,
+    valid,
     variables,
 )
 
@@ -218,3 +227,213 @@ def test_naive_monte_carlo_absolute_bound(case: int) -> None:
     estimates = [naive_monte_carlo(f, facts, 0.1, 0.1, seed) for seed in SEEDS]
     assert estimates[0].samples == math.ceil(math.log(20) / 0.02)
     assert sum(abs(e.value - p) > 0.1 for e in estimates) <= 7
+
+
+# --- deep lineage ----------------------------------------------------------------------------------
+
+RUNNING_LAMBDA: dict[int, Formula] = {
+    31: conj(V[11], V[21]),
+    32: conj(V[12], V[23]),
+    33: conj(V[13], V[23]),
+    41: disj(Var(31), Var(32)),
+    42: Var(33),
+    43: conj(Var(31), V[22]),
+    36: conj(V[12], V[23]),
+    37: conj(V[13], V[23]),
+    51: disj(Var(36), Var(37)),  # Plan 2 of EventLikelihood
+    35: disj(V[12], V[13]),
+    45: conj(V[23], Var(35)),
+    52: Var(45),  # Plan 1
+}
+
+
+class Recorder:
+    """A batched λ lookup that records each call."""
+
+    def __init__(self, table: dict[int, Formula]) -> None:
+        self.table = table
+        self.calls: list[list[int]] = []
+
+    def __call__(self, ids: object) -> dict[int, Formula]:
+        ids = sorted(ids)  # type: ignore[call-overload]
+        self.calls.append(ids)
+        return {i: self.table[i] for i in ids if i in self.table}
+
+
+def test_running_example_deep() -> None:
+    graph = LineageGraph(Recorder(RUNNING_LAMBDA), RUNNING)
+    expected = {31: 0.64, 32: 0.63, 33: 0.54, 41: 0.8668, 42: 0.54, 51: 0.792, 52: 0.792}
+    for t, p in expected.items():
+        assert graph.conf(t).value == pytest.approx(p)
+        assert graph.conf_basic(t).value == pytest.approx(p)
+        assert graph.conf(t).method == "exact" or t == 42
+    assert graph.indep(51) == {12, 13, 23}  # 36 and 37 share 23: never 0.8298
+    assert graph.indep(52) == {45}
+    assert graph.indep(41) == {31, 32}
+    assert render(graph.expand(41)) == "(11 ∧ 21) ∨ (12 ∧ 23)"
+
+
+def test_lineage_fetched_level_by_level_and_memoized() -> None:
+    lam = Recorder(RUNNING_LAMBDA)
+    graph = LineageGraph(lam, RUNNING)
+    confs = graph.conf_many([41, 42])
+    assert confs[41].value == pytest.approx(0.8668) and confs[42].value == pytest.approx(0.54)
+    assert lam.calls == [[41, 42], [31, 32, 33], [11, 12, 13, 21, 23]]
+    evaluations = graph.evaluations
+    assert graph.conf(43).value == pytest.approx(0.64)
+    assert lam.calls[3:] == [[43], [22]]  # 31 and below were not fetched again
+    assert graph.evaluations == evaluations + 1  # only 43 itself: 31's confidence was memoized
+
+
+def test_deep_reports_sampling_without_a_composed_bound() -> None:
+    table = {**RUNNING_LAMBDA, 53: conj(Var(51), V[22])}
+    graph = LineageGraph(
+        Recorder(table), RUNNING, functools.partial(probability, budget=0, epsilon=0.1, delta=0.1)
+    )
+    assert graph.conf(51).method == "karp-luby" and graph.conf(51).bound == "relative"
+    top = graph.conf(53)
+    assert top.method == "karp-luby" and top.bound is None
+    assert top.value == pytest.approx(0.792, rel=0.1)
+
+
+def figure3() -> tuple[dict[int, Formula], Facts]:
+    """t = 100 over t1 = 101, t2 = 102 sharing base 7; t3 = 103, t4 = 104, t6 = 106 ⊃ t5 = 105 disjoint."""
+    b = {i: Var(i) for i in range(1, 10)}
+    lam: dict[int, Formula] = {
+        103: conj(b[1], b[2]),
+        104: disj(b[3], b[4]),
+        105: conj(b[5], neg(b[6])),
+        106: disj(Var(105), b[8]),
+        101: conj(Var(103), b[7]),
+        102: disj(b[7], Var(104)),
+        100: disj(Var(101), conj(Var(102), Var(106))),
+        110: disj(Var(103), b[9]),  # 1 (inside 103) and 9 are alternatives of one x-tuple
+    }
+    probs = {1: 0.5, 2: 0.9, 3: 0.2, 4: 0.3, 5: 0.6, 6: 0.1, 7: 0.7, 8: 0.25, 9: 0.4}
+    return lam, Facts(probs, {1: "x", 9: "x"})
+
+
+def test_indep_on_figure_3_like_dag() -> None:
+    lam, facts = figure3()
+    graph = LineageGraph(Recorder(lam), facts)
+    assert graph.indep(100) == {103, 7, 104, 106}
+    assert graph.indep(110) == {1, 2, 9}
+    for t in (100, 110):
+        assert graph.conf(t).value == pytest.approx(brute_probability(graph.expand(t), facts), abs=1e-12)
+
+
+@st.composite
+def lineage_dags(draw: st.DrawFn) -> tuple[dict[int, Formula], Facts]:
+    facts = draw(fact_sets(max_facts=7))
+    ids = sorted(facts.probs)
+    lam: dict[int, Formula] = {}
+    for k in range(draw(st.integers(1, 6))):
+        t = (1 << 64) + k  # derived ids never clash with 64-bit base ids
+        lam[t] = draw(formulas(ids, 2))
+        ids.append(t)
+    return lam, facts
+
+
+def derived_truth(t: int, lam: dict[int, Formula], world: frozenset[int]) -> bool:
+    """t in the world where exactly `world` base facts hold (the paper's lineage consistency)."""
+    if t not in lam:
+        return t in world
+    f = lam[t]
+    return holds(f, frozenset(v for v in variables(f) if derived_truth(v, lam, world)))
+
+
+@FAST
+@given(lineage_dags())
+def test_deep_conf_matches_possible_worlds(dag: tuple[dict[int, Formula], Facts]) -> None:
+    lam, facts = dag
+    graph = LineageGraph(Recorder(lam), facts)
+    for t in lam:
+        truth = sum(p for w, p in worlds(facts) if derived_truth(t, lam, w))
+        assert graph.conf(t).value == pytest.approx(truth, abs=1e-9)
+        assert graph.conf_basic(t).value == pytest.approx(truth, abs=1e-9)
+
+
+def test_slin_breakpoints() -> None:
+    tpch = {
+        "OLP": ["LP", "OL"],
+        "LP": ["L", "P"],
+        "OL": ["O", "L"],
+        "L": ["L1", "L2", "L3", "L4"],
+        "O": ["O1", "O2", "O3"],
+        "P": ["P1", "P2", "P3"],
+    }
+    assert slin_breakpoints(tpch, set(), "OLP") == {"O", "P", "L1", "L2", "L3", "L4"}  # Figure 7
+    conference = {"EA": ["ER", "ER"], "ER": ["A", "E"], "EL": ["A", "A", "E", "E"], "Q": ["ER"]}
+    assert slin_breakpoints(conference, set(), "EA") == {"A", "E"}  # δ: one EA tuple, many ER tuples
+    assert slin_breakpoints(conference, {"ER"}, "EA") == {"ER"}
+    assert slin_breakpoints(conference, set(), "Q") == {"ER"}
+
+
+# --- checks ----------------------------------------------------------------------------------------
+
+
+@FAST
+@given(problems(dyadic=True), st.data())
+def test_checks_match_possible_worlds(problem: tuple[Formula, Facts], data: st.DataObject) -> None:
+    f, facts = problem
+    g = data.draw(formulas(sorted(facts.probs), 3))
+    assert satisfiable(f, facts) == brute_possible(f, facts)
+    assert extraneous(f, facts) == (not brute_possible(f, facts))
+    assert valid(f, facts) == (not brute_possible(neg(f), facts))
+    assert can_coexist(f, g, facts) == brute_possible(conj(f, g), facts)
+    differ = disj(conj(f, neg(g)), conj(neg(f), g))
+    assert always_together(f, g, facts) == (not brute_possible(differ, facts))
+
+
+def test_satisfiable_not_fooled_by_floating_point() -> None:
+    xs = [Var(i) for i in range(300)]
+    facts = Facts(dict.fromkeys(range(300), 0.5))
+    nobody = neg(disj(*xs))  # probability 2^-300 rounds to 0.0
+    assert exact_probability(nobody, facts) == 0.0 and satisfiable(nobody, facts)
+    sevenths = Facts({i: 1 / 7 for i in range(7)}, dict.fromkeys(range(7), "g"))  # sums to 1 - 2e-16
+    assert valid(disj(*xs[:7]), sevenths)
+    monday, tuesday = Var(61), Var(62)
+    ullman = Facts({61: 0.6, 62: 0.3}, {61: "u", 62: "u"})
+    assert not can_coexist(monday, tuesday, ullman) and extraneous(conj(monday, tuesday), ullman)
+
+
+# --- influence -------------------------------------------------------------------------------------
+
+
+@FAST
+@given(problems(max_facts=6, dyadic=True))
+def test_influence_matches_brute_force(problem: tuple[Formula, Facts]) -> None:
+    f, facts = problem
+    vs = sorted(variables(f))
+    result = influence(f, facts)
+    assert [i.fact for i in result] == sorted(
+        vs, key=lambda x: (-abs(next(i.effect for i in result if i.fact == x)), x)
+    )
+    for i in result:
+        others = [v for v in vs if v != i.fact]
+        models = model_count(condition(f, i.fact, True), others) - model_count(
+            condition(f, i.fact, False), others
+        )
+        assert i.banzhaf == pytest.approx(models / 2 ** len(others), abs=1e-12)
+        assert i.shapley == pytest.approx(brute_shapley(f, vs, i.fact), abs=1e-12)
+        if 0 < facts.probs[i.fact] < 1:
+            expected = brute_conditional(f, facts, i.fact, True) - brute_conditional(f, facts, i.fact, False)
+            assert i.effect == pytest.approx(expected, abs=1e-9)
+
+
+def brute_shapley(f: Formula, vs: list[int], x: int) -> float:
+    """Average marginal contribution of x over all orders of the players."""
+    orders = list(itertools.permutations(vs))
+    gain = 0
+    for order in orders:
+        before = frozenset(order[: order.index(x)])
+        gain += holds(f, before | {x}) - holds(f, before)
+    return gain / len(orders)
+
+
+def test_influence_running_example() -> None:
+    banquet = conj(disj(V[12], V[13]), V[23])
+    top = influence(banquet, RUNNING)
+    assert [i.fact for i in top] == [23, 12, 13]
+    assert top[0].effect == pytest.approx(0.88) and top[0].banzhaf == pytest.approx(0.75)
+    assert sum(i.shapley for i in top) == pytest.approx(1.0)  # efficiency: f(all) − f(none)

@@ -1,5 +1,7 @@
 """Confidence of lineage formulas (Trio-style): exact, sampled, deep lineage, checks, influence."""
 
+from tracing.confidence.checks import always_together, can_coexist, extraneous, satisfiable, valid
+from tracing.confidence.deep import LineageGraph, slin_breakpoints
 from tracing.confidence.estimate import Estimate
 from tracing.confidence.exact import BudgetExceeded, exact_probability
 from tracing.confidence.facts import Facts, independent
@@ -20,6 +22,7 @@ from tracing.confidence.formula import (
     substitute,
     variables,
 )
+from tracing.confidence.influence import FactInfluence, influence
 from tracing.confidence.montecarlo import karp_luby, naive_monte_carlo
 from tracing.confidence.probability import METHODS, probability
 
@@ -30,22 +33,31 @@ __all__ = [
     "And",
     "BudgetExceeded",
     "Estimate",
+    "FactInfluence",
     "Facts",
     "Formula",
+    "LineageGraph",
     "Not",
     "Or",
     "Var",
+    "always_together",
+    "can_coexist",
     "condition",
     "conj",
     "disj",
     "exact_probability",
+    "extraneous",
     "holds",
     "independent",
+    "influence",
     "karp_luby",
     "naive_monte_carlo",
     "neg",
     "probability",
     "render",
+    "satisfiable",
+    "slin_breakpoints",
     "substitute",
+    "valid",
     "variables",
 ]

@@ -13,6 +13,7 @@ from materialization.provrc import Boxes, Relation, backward, compress, forward,
 from materialization.provrc.capture import OPS, capture
 from materialization.provrc.parquet import COMPRESSIONS
 from materialization.provrc.pipelines import random_pipeline
+from materialization.provrc.rowwise import flat_ids, semijoin_path
 
 shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)
 
@@ -36,21 +37,6 @@ def relations(draw, out_shape=None, in_shape=None) -> Relation:
 def same(a: Relation, b: Relation) -> bool:
     return (a.out_shape, a.in_shape) == (b.out_shape, b.in_shape) and np.array_equal(a.out, b.out) \
         and np.array_equal(a.inp, b.inp)
-
-
-def flat(cells: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    return np.ravel_multi_index(tuple(cells.T), shape) if len(cells) else np.empty(0, np.int64)
-
-
-def brute(relations_along_path: list[Relation], cells: np.ndarray, direction: str) -> np.ndarray:
-    """The uncompressed answer: semi-joins of the query with each relation, as flat cell ids."""
-    first = relations_along_path[0]
-    ids = flat(cells, first.out_shape if direction == "backward" else first.in_shape)
-    for r in relations_along_path:
-        src, dst = (r.out, r.inp) if direction == "backward" else (r.inp, r.out)
-        src_shape, dst_shape = (r.out_shape, r.in_shape)[:: 1 if direction == "backward" else -1]
-        ids = np.unique(flat(dst, dst_shape)[np.isin(flat(src, src_shape), ids)])
-    return ids
 
 
 @settings(max_examples=150, deadline=None)
@@ -136,7 +122,7 @@ def test_queries_on_random_relation_chains(chain: list[Relation], seed: int) -> 
         query = backward if direction == "backward" else forward
         answer = query([compress(r, direction) for r in rels], cells)
         last = rels[-1].in_shape if direction == "backward" else rels[-1].out_shape
-        assert np.array_equal(flat(answer.cells(), last), brute(rels, cells, direction))
+        assert np.array_equal(flat_ids(answer.cells(), last), semijoin_path(rels, cells, direction))
 
 
 @settings(max_examples=60, deadline=None)
@@ -148,7 +134,9 @@ def test_queries_on_random_numpy_pipelines(seed: int, steps: int, shape: tuple[i
     rels = [wf.edges[(b, a)]["backward"].decompress() for a, b in itertools.pairwise(chain)]
     out_cells = np.argwhere(rng.random(wf.arrays[chain[-1]].shape) < 0.3)
     got = wf.prov_query(chain[::-1], out_cells, rows=True)
-    assert np.array_equal(flat(got, wf.arrays[chain[0]].shape), brute(rels[::-1], out_cells, "backward"))
+    expected = semijoin_path(rels[::-1], out_cells, "backward")
+    assert np.array_equal(flat_ids(got, wf.arrays[chain[0]].shape), expected)
     in_cells = np.argwhere(rng.random(shape) < 0.2)
     got = wf.prov_query(chain, in_cells)
-    assert np.array_equal(flat(got.cells(), wf.arrays[chain[-1]].shape), brute(rels, in_cells, "forward"))
+    expected = semijoin_path(rels, in_cells, "forward")
+    assert np.array_equal(flat_ids(got.cells(), wf.arrays[chain[-1]].shape), expected)

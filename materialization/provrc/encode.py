@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from materialization.provrc.ranges import merge_boxes
+from materialization.provrc.ranges import informative, merge_boxes
 from materialization.provrc.relation import Relation
 from materialization.provrc.table import ABSOLUTE, Table
 
@@ -48,17 +48,18 @@ def _merge_key(lo: np.ndarray, hi: np.ndarray, ref: np.ndarray, a: int, k: int, 
     rlo, rhi = vlo - shift, vhi - shift
     keys = [klo[:, j] for j in range(a)] + [khi[:, j] for j in range(a)]
     form = [rlo, rhi] if by_relative else [vlo, vhi, ref]
-    cols = [c[:, i] for c in form for i in range(c.shape[1])]
-    order = np.lexsort([*cols[::-1], *keys[::-1]])
+    cols = informative([c[:, i] for c in form for i in range(c.shape[1])])
+    box = informative(keys)
+    order = np.lexsort([*cols[::-1], *box[::-1]])
     same_box = np.ones(n - 1, dtype=bool)
-    for c in keys:
+    for c in box:
         s = c[order]
         same_box &= s[1:] == s[:-1]
     first = np.maximum.accumulate(np.where(np.concatenate([[True], ~same_box]), np.arange(n), 0))
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n) - first
 
-    others = [c for j, c in enumerate(keys) if j % a != k]
+    others = informative([c for j, c in enumerate(keys) if j % a != k])
     order = np.lexsort([klo[:, k], rank, *others[::-1]])
     lo, hi, ref, rlo, rhi, can_rel, rank = (x[order] for x in (lo, hi, ref, rlo, rhi, can_rel, rank))
     klo, khi, vlo, vhi = lo[:, :a], hi[:, :a], lo[:, a:], hi[:, a:]

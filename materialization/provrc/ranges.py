@@ -5,6 +5,18 @@ from __future__ import annotations
 import numpy as np
 
 
+def informative(cols: list[np.ndarray]) -> list[np.ndarray]:
+    """The columns that matter as sort and grouping keys: constants and repeats of an earlier
+    column change neither an order nor an equality, and dropping them makes sorts cheaper."""
+    kept: list[np.ndarray] = []
+    for c in cols:
+        if len(c) and (c == c[0]).all():
+            continue
+        if not any(np.array_equal(c, k) for k in kept):
+            kept.append(c)
+    return kept
+
+
 def merge_along(lo: np.ndarray, hi: np.ndarray, d: int, extra: np.ndarray | None = None):
     """Unions boxes that agree on every attribute but ``d`` (and on ``extra``) and touch along ``d``.
 
@@ -17,7 +29,7 @@ def merge_along(lo: np.ndarray, hi: np.ndarray, d: int, extra: np.ndarray | None
     if n < 2:
         return lo, hi, extra
     others = [lo[:, j] for j in range(k) if j != d] + [hi[:, j] for j in range(k) if j != d]
-    others += [extra[:, j] for j in range(extra.shape[1])]
+    others = informative(others + [extra[:, j] for j in range(extra.shape[1])])
     order = np.lexsort([lo[:, d], *others[::-1]])
     lo, hi, extra = lo[order], hi[order], extra[order]
     same = np.ones(n - 1, dtype=bool)

@@ -19,7 +19,7 @@ STYLE = """
 .al { font-family: system-ui, sans-serif; font-size: 14px; color: #222; }
 .al table { border-collapse: collapse; margin: 4px 0 10px; }
 .al th, .al td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top;
-  overflow-wrap: anywhere; }
+  overflow-wrap: break-word; }
 .al th { background: #f2f2f2; }
 .al pre { background: #f7f7f7; padding: 6px; margin: 4px 0; overflow-x: auto; }
 .al .al-call { border-left: 3px solid #888; padding: 4px 10px; margin: 8px 0; }

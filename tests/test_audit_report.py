@@ -1,0 +1,127 @@
+"""The audit report and the notebook HTML on a real run of person_detection (YOLOv8n on two
+COCO photos, one with a person): images embedded with the person box drawn, the page
+rendered by a real headless browser with every image decoded and no console message; the
+reason renderers on the reason shapes of the other models; the confidence a lineage answer
+may carry."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from PIL import Image, ImageChops
+
+from cda_workload.audit_report import audit_report, report_dict, write_text
+from cda_workload.udfs import register_udfs_named_in, udf_models
+from tests.browser import render
+from tests.test_udf_vision import WITH_PERSON, WITHOUT_PERSON
+from tracing import AugmentedLineage, ForwardLineage, LineageSession, Run
+from tracing.render_html import confidence_html, run_html
+from tracing.render_reasons import MAX_SIDE, attribution_chart, highlighted_text, render_call
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+SQL = "SELECT id, person_detection(path) AS person FROM parts"
+
+
+@pytest.fixture(scope="module")
+def run(spark, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    als = LineageSession(spark, store=str(tmp_path_factory.mktemp("report") / "store"))
+    parts = pd.DataFrame([(1, WITH_PERSON), (2, WITHOUT_PERSON)], columns=["id", "path"])
+    als.register_table("parts", parts, key="id")
+    assert register_udfs_named_in(spark, SQL) == ["person_detection"]
+    return als.run(SQL, strategy="fm")
+
+
+@pytest.fixture(scope="module")
+def lineage(run: Run) -> AugmentedLineage:
+    return run.lineage()
+
+
+@pytest.fixture(scope="module")
+def page(run: Run, lineage: AugmentedLineage, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    html = audit_report(run, [lineage], udf_models(["person_detection"]))
+    return write_text(html, tmp_path_factory.mktemp("page") / "report.html")
+
+
+def _images(html: str) -> list[Image.Image]:
+    sources = re.findall(r"<img [^>]*src='([^']*)'", html)
+    assert all(s.startswith("data:image/jpeg;base64,") for s in sources)
+    return [Image.open(io.BytesIO(base64.b64decode(s.split(",", 1)[1]))).convert("RGB") for s in sources]
+
+
+def test_report_is_self_contained_and_draws_the_person_box(page: Path, lineage: AugmentedLineage) -> None:
+    html = page.read_text()
+    assert not re.search(r"(src|href)=['\"](?!data:)", html)  # nothing to fetch
+    assert "yolov8n_int8_rebuilt.pt" in html and "SELECT id, person_detection(path)" in html
+    calls = {c["inputs"]["path"]: c for c in lineage.reasoning_rows("person_detection")}
+    order = re.findall(r"alt='([^']*): (\d+) box", html)
+    assert {path: int(n) for path, n in order} == {p: len(c["reason"]["boxes"]) for p, c in calls.items()}
+    images = dict(zip([path for path, _ in order], _images(html)))
+    assert all(max(i.size) <= MAX_SIDE for i in images.values())
+    box = calls[WITH_PERSON]["reason"]["boxes"][0]
+    scale = images[WITH_PERSON].width / calls[WITH_PERSON]["reason"]["width"]
+    bottom_middle = (round((box["x1"] + box["x2"]) / 2 * scale), round(box["y2"] * scale) - 1)
+    edge = images[WITH_PERSON].getpixel(bottom_middle)
+    assert edge[0] > 180 and edge[1] < 90 and edge[2] < 90  # the box's red bottom edge
+
+
+def test_report_renders_in_a_headless_browser(page: Path) -> None:
+    shown = render(page, page.with_suffix(".png"))
+    assert shown.console == []
+    assert (shown.images, shown.broken_images) == (2, 0)
+    shot = Image.open(shown.screenshot).convert("RGB")
+    blank = Image.new("RGB", shot.size, "white")
+    assert ImageChops.difference(shot, blank).getbbox() is not None
+    assert len(shot.getcolors(maxcolors=1 << 20) or []) > 1000  # photos, not just text on white
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shown.screenshot, ARTIFACTS / "vision-report.png")
+
+
+def test_json_export(run: Run, lineage: AugmentedLineage) -> None:
+    data = report_dict(run, [lineage], udf_models(["person_detection"]))
+    assert data["run"]["segments"] == run.segments() and data["run"]["strategy"] == "fm"
+    (model,) = data["models"]
+    assert model["UDF"] == "person_detection" and len(model["sha256"]) == 64
+    assert [t["person"] for t in data["answers"][0]["targets"]] == [True, False]
+
+
+def test_notebook_html(run: Run, lineage: AugmentedLineage) -> None:
+    assert "<img" in lineage._repr_html_() and "Tracing queries" in lineage._repr_html_()
+    assert "φ Function: person := person_detection(path)" in run_html(run)
+    given = pa.table({"LoanID": ["L02"]})
+    forward = ForwardLineage("loan rows", given, pa.table({"Judge": ["Reject"], "count": [1]}), 1, 0.01)
+    assert "1 output row(s) depend on loan rows" in forward._repr_html_()
+
+
+def test_confidence_is_shown_when_an_answer_carries_it(run: Run, lineage: AugmentedLineage) -> None:
+    confidence = {"id=1": {"probability": 0.92, "facts": ["parts id=1"]}}
+    with_confidence = AugmentedLineage(lineage.source, lineage.reasoning, lineage.queries, lineage.targets)
+    with_confidence.confidence = confidence  # type: ignore[attr-defined]  # as the confidence backend may
+    html = audit_report(run, [with_confidence])
+    assert "<h4>Confidence</h4>" in html and "probability 0.920" in html and "parts id=1" in html
+    assert report_dict(run, [with_confidence])["answers"][0]["confidence"] == confidence
+    assert "<h4>Confidence</h4>" not in audit_report(run, [lineage])
+    assert "<pre>unknown</pre>" in confidence_html("unknown")
+
+
+def test_sentiment_and_attribution_reasons_are_drawn() -> None:
+    tokens = [{"token": "great", "attribution": 2.2}, {"token": "This", "attribution": -0.03}]
+    text = highlighted_text("This product is great", tokens)
+    assert "rgba(26,127,55,0.85)' title='attribution +2.200'>great</mark>" in text
+    assert "rgba(198,40,40," in text and ">product<" not in text
+    attributions = [
+        {"attribute": "Debt", "value": 1350.0, "attribution": 0.4},
+        {"attribute": "Income", "value": 2200.0, "attribution": -0.1},
+    ]
+    chart = attribution_chart(attributions)
+    assert chart.count("<rect") == 2 and "Debt = 1350" in chart and "-0.100" in chart
+    call = render_call({"Income": 2200}, "Reject", {"method": "shap", "attributions": attributions})
+    assert "<svg" in call and "<details>" in call  # drawn, raw reason folded away
+    plain = render_call({"x": 1}, "a", {"attributes": ["Debt"]})
+    assert "<svg" not in plain and "<details open>" in plain

@@ -1,0 +1,132 @@
+"""The ``al`` command line: help, a lineage question and a bad run id as a user runs them
+(real processes: exit codes, clean JSON on stdout, one-line errors), the other commands
+in-process on the test session's Spark (a JVM per command costs 10-30 s here). The report
+it writes is loaded in a real headless browser."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cda_workload.cli import main
+from tests.browser import render
+
+ROOT = Path(__file__).resolve().parent.parent
+AL = str(Path(sys.executable).with_name("al"))
+ARTIFACTS = ROOT / "test-artifacts"
+Done = subprocess.CompletedProcess
+
+
+def _main(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(list(argv))
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("cli") / "store")
+
+
+@pytest.fixture(scope="module")
+def run_id(store: str) -> str:
+    code, out = _main("run", str(ROOT / "examples" / "loan.py"), "--store", store, "--strategy", "fm")
+    assert code == 0, out
+    first = out.splitlines()[0]
+    assert first.endswith("(strategy fm, backend lazy, stored 4 tuples)") and "3 output row(s)" in first
+    assert "segment 1 [Non-D] φ-π-⋈-σ" in out
+    return first.split()[1].rstrip(":")
+
+
+@pytest.fixture(scope="module")
+def commands(
+    store: str, run_id: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, subprocess.CompletedProcess]:
+    """`al lineage --json` and a bad run id as processes, started together (each starts Spark)."""
+    cwd = tmp_path_factory.mktemp("cwd")
+    argvs = {
+        "lineage": [AL, "lineage", run_id, "--store", store, "--where", "Judge = 'Reject'", "--json"],
+        "bad": [AL, "lineage", "r-no-such-run", "--store", store],
+    }
+    started = {
+        k: subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for k, argv in argvs.items()
+    }
+    done = {}
+    for name, proc in started.items():
+        out, err = proc.communicate(timeout=300)
+        done[name] = subprocess.CompletedProcess(argvs[name], proc.returncode, out, err)
+    return done
+
+
+def test_help_reads_well() -> None:
+    done = subprocess.run([AL, "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    for command in ("run", "runs", "lineage", "report", "demo", "bench"):
+        assert f"\n    {command} " in done.stdout
+    assert "Exit status" in done.stdout
+    usage = subprocess.run([AL, "lineage"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "the following arguments are required: RUN_ID" in usage.stderr
+
+
+def test_runs_lists_the_run(store: str, run_id: str) -> None:
+    code, out = _main("runs", "--store", store)
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split() == ["id", "strategy", "backend", "output_rows", "created"]
+    assert row.split()[:4] == [run_id, "fm", "lazy", "3"]
+
+
+def test_lineage_json(commands: dict) -> None:
+    done = commands["lineage"]
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["targets"] == [{"Judge": "Reject", "count": 1}]
+    assert [r["LoanID"] for r in answer["source_lineage"]["loan"]] == ["L02"]
+    (call,) = answer["reasoning_lineage"]
+    assert call["udf"] == "credit_rules" and call["reason"]["attributes"] == ["Debt", "LoanAmount"]
+
+
+def test_bad_run_id_is_one_line_and_exit_2(commands: dict) -> None:
+    done = commands["bad"]
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("al:")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr
+    assert errors[0].startswith("al: error: no run 'r-no-such-run' in ")
+
+
+def test_user_errors_exit_2_in_one_line(store: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "no/such/task.sql", "--store", store]) == 2
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1] == "al: error: task file not found: no/such/task.sql"
+    )
+
+
+def test_report_command_writes_html_json_and_mlflow(store: str, run_id: str, tmp_path: Path) -> None:
+    import mlflow
+
+    html, js = tmp_path / "report.html", tmp_path / "report.json"
+    code, out = _main(
+        "report", run_id, "--store", store, "--sample", "2", "-o", str(html), "--json-out", str(js),
+        "--mlflow", "--mlflow-dir", str(tmp_path / "mlflow"),
+    )  # fmt: skip
+    assert code == 0, out
+    content = json.loads(js.read_text())
+    assert content["run"]["id"] == run_id and len(content["answers"]) == 2  # one answer per row
+    assert all(len(a["targets"]) == 1 for a in content["answers"])
+    tracked = out.split("MLflow run ")[1].split()[0]
+    logged = {a.path for a in mlflow.MlflowClient().list_artifacts(tracked, "audit")}
+    assert logged == {"audit/report.html", "audit/report.json"}
+    page = render(html, tmp_path / "loan-report.png")
+    assert page.console == [] and page.images == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(page.screenshot, ARTIFACTS / "loan-report.png")

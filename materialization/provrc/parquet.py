@@ -47,8 +47,17 @@ def table_from_arrow(data: pa.Table) -> Table:
 
 
 def write(table: Table, path: str | Path, compression: str = "snappy") -> int:
-    """Writes a ProvRC table; returns the file's size in bytes."""
-    return _write(table_to_arrow(table), path, compression)
+    """Writes a ProvRC table; returns the file's size in bytes.
+
+    Without the Arrow schema (rebuilt from the "provrc" metadata) and column statistics: a table
+    is read whole, nothing would be pruned, and these ~2 kB dominate a structured table's file.
+    """
+    data = table_to_arrow(table)
+    with pq.ParquetWriter(path, data.schema, compression=_codec(compression), store_schema=False,
+                          write_statistics=False) as writer:
+        writer.write_table(data)
+        writer.add_key_value_metadata(data.schema.metadata)
+    return Path(path).stat().st_size
 
 
 def read(path: str | Path) -> Table:
@@ -63,12 +72,13 @@ def relation_to_arrow(relation: Relation) -> pa.Table:
 
 
 def write_relation(relation: Relation, path: str | Path, compression: str = "snappy") -> int:
-    """Writes the raw rows as Parquet (the columnar baseline); returns the file's size in bytes."""
-    return _write(relation_to_arrow(relation), path, compression)
+    """Writes the raw rows as Parquet with pyarrow's defaults (the columnar baseline: statistics
+    kept, as they let a query engine skip row groups); returns the file's size in bytes."""
+    pq.write_table(relation_to_arrow(relation), path, compression=_codec(compression))
+    return Path(path).stat().st_size
 
 
-def _write(data: pa.Table, path: str | Path, compression: str) -> int:
+def _codec(compression: str) -> str:
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {COMPRESSIONS}, not {compression!r}")
-    pq.write_table(data, path, compression=compression)
-    return Path(path).stat().st_size
+    return compression

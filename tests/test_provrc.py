@@ -13,6 +13,7 @@ from materialization.provrc import Boxes, Relation, backward, compress, forward,
 from materialization.provrc.capture import OPS, capture
 from materialization.provrc.parquet import COMPRESSIONS
 from materialization.provrc.pipelines import random_pipeline
+from materialization.provrc.ranges import merge_boxes
 from materialization.provrc.rowwise import flat_ids, semijoin_path
 
 shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)
@@ -140,3 +141,14 @@ def test_queries_on_random_numpy_pipelines(seed: int, steps: int, shape: tuple[i
     got = wf.prov_query(chain, in_cells)
     expected = semijoin_path(rels, in_cells, "forward")
     assert np.array_equal(flat_ids(got.cells(), wf.arrays[chain[-1]].shape), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_merging_boxes_keeps_their_union(ndim: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lo = rng.integers(0, 6, (int(rng.integers(0, 12)), ndim))
+    hi = lo + rng.integers(0, 3, lo.shape)
+    merged = Boxes(*merge_boxes(lo, hi)[:2])
+    assert len(merged) <= len(lo)
+    assert np.array_equal(merged.cells(), Boxes(lo, hi).cells())

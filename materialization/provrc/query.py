@@ -35,9 +35,6 @@ class Boxes:
         """Expands to the distinct cells, sorted: the row-level answer."""
         return box_cells(self.lo, self.hi)
 
-    def count(self) -> int:
-        return len(self.cells())
-
 
 def range_join(qlo: np.ndarray, qhi: np.ndarray, table: Table) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (query box, table row) whose key boxes overlap.

@@ -40,14 +40,6 @@ class Table:
     def __len__(self) -> int:
         return len(self.key_lo)
 
-    @property
-    def out_shape(self) -> Shape:
-        return self.key_shape if self.orientation == "backward" else self.val_shape
-
-    @property
-    def in_shape(self) -> Shape:
-        return self.val_shape if self.orientation == "backward" else self.key_shape
-
     def absolute_values(self, key_lo: np.ndarray, key_hi: np.ndarray, rows: np.ndarray):
         """De-relativizes the value ranges of ``rows`` for key sub-boxes ``[key_lo, key_hi]``.
 

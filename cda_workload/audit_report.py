@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tracing import AugmentedLineage, Run
+from tracing.lineage import collect_rows, fmt_row
 from tracing.render_html import STYLE, lineage_html, rows_table, run_html
 
 Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksum}
@@ -34,14 +35,20 @@ def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models 
         rows_table(_model_rows(run, models or {})),
         f"<h2>Output rows and their augmented lineage ({len(lineages)})</h2>",
     ]
-    for i, lineage in enumerate(lineages, 1):
-        sections.append(f"<section class='al-row'><h3>Answer {i} of {len(lineages)}</h3>")
+    for lineage in lineages:
+        sections.append(f"<section class='al-row'><h3>{escape(_heading(lineage))}</h3>")
         sections += [lineage_html(lineage), "</section>"]
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{escape(title)}</title><style>{STYLE}{PAGE_STYLE}</style></head>"
         f"<body class='al'>{''.join(sections)}</body></html>"
     )
+
+
+def _heading(lineage: AugmentedLineage) -> str:
+    """The output row an answer is about, or how many rows it covers."""
+    targets = collect_rows(lineage.targets) if lineage.targets is not None else []
+    return f"Output row {fmt_row(targets[0])}" if len(targets) == 1 else f"{len(targets)} output rows"
 
 
 PAGE_STYLE = """

@@ -1,4 +1,4 @@
-"""``al``: the command line of augmented lineage for Spark.
+"""al: the command line of augmented lineage for Spark.
 
     al run task.sql --store al_store --strategy fm     run a task, keep it in the store
     al runs --store al_store                           list the runs in a store
@@ -8,7 +8,7 @@
     al bench --queries Q3,Q9                           the benchmark of section 7
 
 Exit status: 0 done, 2 a usage or input error (one line on stderr saying what to change),
-1 anything unexpected (the stack trace with --verbose). ``python -m cda_workload`` is the same.
+1 anything unexpected (the stack trace with --verbose). `python -m cda_workload` is the same.
 """
 
 from __future__ import annotations

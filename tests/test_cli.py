@@ -130,3 +130,22 @@ def test_report_command_writes_html_json_and_mlflow(store: str, run_id: str, tmp
     assert page.console == [] and page.images == 0
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copy(page.screenshot, ARTIFACTS / "loan-report.png")
+
+
+def test_unexpected_errors_exit_1_with_the_trace_only_when_verbose(
+    store: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    task = tmp_path / "broken.py"
+    task.write_text("def task(als):\n    raise RuntimeError('the task file broke')\n")
+    assert main(["run", str(task), "--store", store]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "al: error: unexpected RuntimeError: the task file broke (run with --verbose for the stack trace)"
+    )
+    assert main(["run", str(task), "--store", store, "--verbose"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "Traceback" in err
+        and err.strip().splitlines()[-1] == "al: error: unexpected RuntimeError: the task file broke"
+    )

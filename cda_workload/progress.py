@@ -20,7 +20,7 @@ class Progress:
         if self.stream.isatty():
             from rich.console import Console
 
-            self._console = Console(file=self.stream)
+            self._console = Console(file=self.stream, log_path=False)
 
     def say(self, msg: str) -> None:
         if self._console is not None:

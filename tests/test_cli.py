@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +20,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cda_workload.cli import main
+from cda_workload.progress import Progress
 from tests.browser import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,3 +153,22 @@ def test_unexpected_errors_exit_1_with_the_trace_only_when_verbose(
         "Traceback" in err
         and err.strip().splitlines()[-1] == "al: error: unexpected RuntimeError: the task file broke"
     )
+
+
+def test_progress_is_plain_lines_off_a_terminal_and_rich_on_one() -> None:
+    plain = io.StringIO()
+    progress = Progress(plain)
+    with progress.working("generating data"):
+        progress.say("step")
+    lines = plain.getvalue().splitlines()
+    assert [re.sub(r"^\[\d\d:\d\d:\d\d\] ", "", line) for line in lines][:2] == [
+        "generating data ...",
+        "step",
+    ]
+    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] generating data: done in \d+\.\d s", lines[2])
+    leader, follower = pty.openpty()
+    with os.fdopen(follower, "w") as terminal:
+        Progress(terminal).say("on a terminal")
+    shown = os.read(leader, 4096).decode()
+    os.close(leader)
+    assert "\x1b[" in shown and "on a terminal" in shown and "progress.py" not in shown

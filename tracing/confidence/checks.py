@@ -54,7 +54,7 @@ def _spread(facts: Facts) -> Facts:
 
 
 def _support(f: Formula, facts: Facts) -> Support:
-    g, indep = independent(f, _spread(facts))
+    g, indep = independent(f, _spread(facts.restrict(f.vars)))
     return evaluate(g, indep.probs, _Possibility())
 
 

@@ -79,7 +79,7 @@ class LineageGraph:
             below: set[int] = set()
             for t in frontier:
                 f = found.get(t)
-                if f is not None:
+                if f is not None and f != Var(t):  # λ(t) = t marks a base fact too
                     self.lineage[t] = f
                     below |= f.vars
             frontier = below - self._seen

@@ -24,10 +24,11 @@ class Facts:
     Facts outside every group are independent.
     """
 
-    __slots__ = ("groups", "members", "probs")
+    __slots__ = ("groups", "id_bound", "members", "probs")
 
     def __init__(self, probs: Mapping[int, float], groups: Mapping[int, Hashable] = _NO_GROUPS) -> None:
         self.probs: dict[int, float] = {int(v): float(p) for v, p in probs.items()}
+        self.id_bound = max(map(abs, self.probs), default=0) + 1  # fresh ids start here
         for v, p in self.probs.items():
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"probability of fact {v} is {p}, not in [0, 1]")
@@ -47,6 +48,13 @@ class Facts:
             return self.probs[var]
         except KeyError:
             raise KeyError(f"no probability for fact {var}") from None
+
+    def restrict(self, vs: frozenset[int]) -> Facts:
+        """The facts of vs only; for a formula over vs an alternative left out is the same as none.
+
+        Callers restrict before per-formula work so its cost does not grow with all base facts.
+        """
+        return Facts({v: self.prob(v) for v in vs}, {v: self.groups[v] for v in vs if v in self.groups})
 
     def mates(self, var: int) -> tuple[int, ...]:
         """The other alternatives of var's group (empty for an independent fact)."""
@@ -87,6 +95,7 @@ class Facts:
 
 def fix(f: Formula, facts: Facts, var: int, value: bool) -> tuple[Formula, Facts]:
     """f and facts given var = value: var's group-mates are false in f when var holds."""
+    facts = facts.restrict(f.vars | {var})
     mapping: dict[int, Formula] = {var: TRUE if value else FALSE}
     if value:
         mapping.update((m, FALSE) for m in facts.mates(var))
@@ -106,7 +115,7 @@ def independent(f: Formula, facts: Facts) -> tuple[Formula, Facts]:
     grouped = facts.grouped_in(vs)
     if not grouped:
         return f, Facts(probs)
-    fresh = max((abs(v) for v in vs | facts.probs.keys()), default=0) + 1
+    fresh = facts.id_bound  # above every id of facts, hence of f
     mapping: dict[int, Formula] = {}
     for g, alts in grouped.items():
         absent = sum(facts.probs[m] for m in facts.members[g] if m not in vs)

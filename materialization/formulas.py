@@ -29,6 +29,8 @@ are mutually exclusive alternatives (an x-tuple of a source table).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import reduce
+from operator import and_
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -36,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from materialization.capture import lid_columns
-from materialization.compile import TAG_PREFIX, Compiler, null_safe_match, read_source, ref, sql_col, tags_of
+from materialization.compile import TAG_PREFIX, Compiler, read_source, ref, sql_col, tags_of
 from materialization.store import ResultsStore, Uncertainty
 from reasoning_udfs.udf import ERROR_MARKER, ReasoningUDF, lookup
 from segmenter.operators import Difference, Function, Node, Source
@@ -154,6 +156,11 @@ class _FormulaCapture:
 
     def _derivations(self, seg: Segment, inputs: dict[int, DataFrame]) -> None:
         """'any' clauses: one per body row (its inputs' variables), keyed like the output."""
+        if seg.aggregations and not seg.aggregations[0].key_ids:
+            # a global aggregate has its one row in every world, over no input rows too
+            row = self.spark.range(1).select(segment_var(seg).alias(VAR))
+            self.lineage.append(_clauses(row, seg, "any", []))
+            return
         body = Compiler(self.spark, "normal", inputs=lambda n: inputs.get(id(n)), tagged=True)
         df = body.compile(seg.body_top)
         for agg in reversed(seg.aggregations):
@@ -196,14 +203,15 @@ class _FormulaCapture:
         cols = [c.id for c in node.left.match_columns()]
         left = inputs[id(node.left)]
         right = inputs[id(node.right)]
+        right_tags = tags_of(right)
         right = right.select(
-            *[ref(s.id).alias(t) for s, t in zip(node.right.match_columns(), cols)], *tags_of(right)
+            *[ref(s.id).alias(f"__m{i}") for i, s in enumerate(node.right.match_columns())], *right_tags
         )
         left = left.withColumn(VAR, segment_var(seg))
         self.lineage.append(_clauses(left, seg, "any", tags_of(left)))
         rows = left.select(*[ref(c) for c in cols], ref(VAR)).distinct()
-        matched = null_safe_match(rows, right, {c: c for c in cols}, "inner")
-        self.lineage.append(_clauses(matched, seg, "none", tags_of(right)))
+        equal = reduce(and_, [ref(c).eqNullSafe(F.col(f"__m{i}")) for i, c in enumerate(cols)])
+        self.lineage.append(_clauses(rows.join(right, equal, "inner"), seg, "none", right_tags))
         return rows
 
 
@@ -220,11 +228,10 @@ def _clauses(df: DataFrame, seg: Segment, kind: str, tags: list[str]) -> DataFra
 def _source_facts(df: DataFrame, leaf: Source, uncertainty: Uncertainty, fact: Column) -> DataFrame:
     names = {c.name.lower(): c.id for c in leaf.cols}
     conf = ref(names[uncertainty.confidence.lower()])
-    group = (
-        hashed(f"g:{leaf.table}", [ref(names[uncertainty.alternatives.lower()])])
-        if uncertainty.alternatives
-        else F.lit(None).cast("bigint")
-    )
+    group = F.lit(None).cast("bigint")
+    if uncertainty.alternatives:  # a row whose group is NULL stands alone
+        alt = ref(names[uncertainty.alternatives.lower()])
+        group = F.when(alt.isNotNull(), hashed(f"g:{leaf.table}", [alt]))
     key = F.struct(*[ref(k).alias(n) for k, n in zip(leaf.key, _key_names(leaf))])
     label = F.concat(F.lit(f"{leaf.table}"), F.to_json(key))
     return df.select(

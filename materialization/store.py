@@ -47,7 +47,8 @@ class Uncertainty:
 
     ``confidence``: the column holding each row's probability of being true. ``alternatives``:
     a column whose equal values mark mutually exclusive alternatives of one x-tuple (their
-    probabilities add up to at most 1); without it the rows are independent."""
+    probabilities add up to at most 1; a NULL there marks an independent row); without it the
+    rows are independent."""
 
     confidence: str
     alternatives: str | None = None
@@ -73,7 +74,7 @@ class Uncertainty:
             )
         if self.alternatives is not None:
             group = F.col(f"`{names[self.alternatives.lower()]}`")
-            over = df.groupBy(group.alias("g")).agg(F.sum(conf).alias("total"))
+            over = df.filter(group.isNotNull()).groupBy(group.alias("g")).agg(F.sum(conf).alias("total"))
             over = over.filter(F.col("total") > 1 + 1e-9).limit(1).collect()
             if over:
                 raise StoreError(

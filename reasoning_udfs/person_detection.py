@@ -33,6 +33,15 @@ class PersonDetection(ReasoningUDF):
     def main_with_reason(self, image_path: str | None) -> tuple[bool | None, Reason | None]:
         return self.main_with_reason_batch([(image_path,)])[0]
 
+    def probability(self, value: bool, reason: Reason | None) -> float | None:
+        """A person is there with the best box's confidence; for "no person" the detector
+        gives no finer figure than that no box reached ``THRESHOLD``: 1 − THRESHOLD."""
+        if reason is None:
+            return None
+        if value:
+            return max(b["confidence"] for b in reason["boxes"])
+        return 1.0 - THRESHOLD
+
     def main_batch(self, rows: Sequence[tuple]) -> list[bool | None]:
         return [None if d is None else bool(d.boxes) for d in self._detect(rows)]
 

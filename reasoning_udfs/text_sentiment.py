@@ -31,6 +31,10 @@ class TextSentiment(ReasoningUDF):
     def main_with_reason(self, text: str | None) -> tuple[str | None, dict[str, Any] | None]:
         return self.main_with_reason_batch([(text,)])[0]
 
+    def probability(self, value: str, reason: dict[str, Any] | None) -> float | None:
+        """The classifier's softmax probability of the label it gave."""
+        return None if reason is None else reason["likelihood"]
+
     def main_batch(self, rows: Sequence[tuple]) -> list[str | None]:
         texts, present = _present(rows)
         out: list[str | None] = [None] * len(rows)

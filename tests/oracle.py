@@ -45,6 +45,9 @@ Bag = list[Row]
 # --- the model UDF --------------------------------------------------------------------------
 
 
+PARITY_CONFIDENCE = {"even": 0.9, "odd": 0.7}
+
+
 class OracleParity(ReasoningUDF):
     """φ's UDF: parity of an integer; the reason states the rule applied to the value."""
 
@@ -54,6 +57,10 @@ class OracleParity(ReasoningUDF):
 
     def main(self, x: int | None) -> str | None:
         return self.main_with_reason(x)[0]
+
+    def probability(self, value: str, reason: dict[str, str]) -> float:
+        """For the confidence backend: each call is an uncertain fact (odd answers less sure)."""
+        return PARITY_CONFIDENCE[value]
 
     def main_with_reason(self, x: int | None) -> tuple[str | None, dict[str, str]]:
         if x is None:

@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from materialization.capture import Capture
 from materialization.compile import ref, visible
 from materialization.execute import execute_run, translate_udf_errors
+from materialization.formulas import VAR, root_vars
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import settle
@@ -41,6 +42,11 @@ from segmenter.errors import LineageError
 from segmenter.operators import Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
+from tracing.confidence.answer import ConfidenceAnswer
+from tracing.confidence.checks import always_together, can_coexist, extraneous
+from tracing.confidence.formula import Formula
+from tracing.confidence.rows import Target, expanded, row_confidences
+from tracing.confidence.store import FormulaStore
 from tracing.derive import derive
 from tracing.eager import EagerIndex
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
@@ -291,6 +297,80 @@ class Run:
                     raise ValueError("model decisions are chosen with where=, not ids=")
                 return self._eager.forward_calls(udf, where)
             return self._eager.forward_sources(table, ids, where)  # type: ignore[arg-type]
+
+    # --- confidence ---------------------------------------------------------------------------
+    @cached_property
+    def formulas(self) -> FormulaStore:
+        """The run's boolean lineage and base facts (confidence runs)."""
+        if self.backend != "confidence":
+            raise NotCapturedError(
+                f"run {self.id} kept no boolean lineage (backend {self.backend!r}); "
+                "run the task with backend='confidence' to ask how likely its rows are"
+            )
+        return FormulaStore(self.session.spark, self.dir, self.record["confidence"])
+
+    def confidence(
+        self,
+        where: str | None = None,
+        rows: Sequence[dict[str, Any] | Sequence[Any]] | None = None,
+        sample: int | None = None,
+        seed: int = 0,
+        algorithm: str = "indep",
+        method: str = "auto",
+        epsilon: float = 0.01,
+        delta: float = 0.01,
+        explain: int = 3,
+    ) -> ConfidenceAnswer:
+        """How likely output rows are, computed from their boolean lineage (Trio): rows chosen
+        as for :meth:`lineage`. ``method``: ``exact``, ``karp-luby``, ``monte-carlo`` or
+        ``auto`` (exact within a budget, else sampling with the (``epsilon``, ``delta``)
+        guarantee); each answer says which was used. ``explain``: how many of each row's
+        most influential facts to name."""
+        if sum(x is not None for x in (where, rows, sample)) > 1:
+            raise ValueError("give at most one of where=, rows=, sample=")
+        store = self.formulas
+        return row_confidences(
+            store, self._confidence_targets(where, rows, sample, seed), algorithm, explain,
+            method=method, epsilon=epsilon, delta=delta, seed=seed,
+        )
+
+    def extraneous(self) -> list[dict[str, Any]]:
+        """Output rows that exist in no possible world (Trio's extraneous data: a lineage
+        formula no choice of facts satisfies, e.g. a row removed by a certain difference)."""
+        targets = self._confidence_targets(None, None, None, 0)
+        facts = self.formulas.facts
+        return [row for (row, _), f in zip(targets, expanded(self.formulas, targets)) if extraneous(f, facts)]
+
+    def coexist(self, row_a: dict[str, Any] | Sequence[Any], row_b: dict[str, Any] | Sequence[Any]) -> bool:
+        """Whether some possible world holds both output rows."""
+        f1, f2 = self._two_formulas(row_a, row_b)
+        return can_coexist(f1, f2, self.formulas.facts)
+
+    def always_together(
+        self, row_a: dict[str, Any] | Sequence[Any], row_b: dict[str, Any] | Sequence[Any]
+    ) -> bool:
+        """Whether every possible world holding one of the two output rows holds the other."""
+        f1, f2 = self._two_formulas(row_a, row_b)
+        return always_together(f1, f2, self.formulas.facts)
+
+    def _two_formulas(self, row_a: Any, row_b: Any) -> tuple[Formula, Formula]:
+        targets = [self._confidence_targets(None, [row], None, 0)[0] for row in (row_a, row_b)]
+        f1, f2 = expanded(self.formulas, targets)
+        return f1, f2
+
+    def _confidence_targets(
+        self, where: str | None, rows: Any, sample: int | None, seed: int
+    ) -> list[Target]:
+        """Chosen output rows as the user sees them, each with the root variables behind it."""
+        chosen = root_vars(self.root, self._choose(where, rows, sample, seed))
+        names = [c.name for c in self.task.output]
+        found = chosen.select(*[ref(c.id).alias(c.name) for c in self.task.output], VAR).collect()
+        if not found:
+            raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
+        grouped: dict[tuple[Any, ...], set[int]] = {}
+        for r in found:
+            grouped.setdefault(tuple(r[n] for n in names), set()).add(r[VAR])
+        return [(dict(zip(names, values)), sorted(ids)) for values, ids in grouped.items()]
 
     def _eager_lineage(self, where: str | None, rows: Any, sample: int | None, seed: int) -> AugmentedLineage:
         index = self._eager

@@ -79,8 +79,13 @@ class ConfidenceAnswer:
         for r in self.rows:
             top = r.weights[0].fact if r.weights else None
             records.append(
-                {**r.row, "probability": r.probability, "method": r.estimate.method, "facts": r.facts,
-                 "decisive_fact": top}
+                {
+                    **r.row,
+                    "probability": r.probability,
+                    "method": r.estimate.method,
+                    "facts": r.facts,
+                    "decisive_fact": top,
+                }
             )
         return pd.DataFrame.from_records(records)
 

@@ -385,3 +385,14 @@ def test_bad_declarations_fail_in_one_line(conference: LineageSession, spark: Sp
         run.confidence(algorithm="fast")
     with pytest.raises(ValueError, match="unknown method"):
         run.confidence(method="guess")
+
+
+def test_batch_job_gives_every_row_the_tuple_level_probability(conference: LineageSession) -> None:
+    run = conference.run(conference.sql("SELECT e.event FROM attends a JOIN events e ON a.day = e.day"),
+                         backend="confidence")
+    tuple_level = {tuple(r.row.values()): r.probability for r in run.confidence(explain=0)}
+    for algorithm in ("indep", "basic"):
+        table = run.confidence_table(algorithm=algorithm, partitions=2).collect()
+        assert {(r["event"],): r["probability"] for r in table} == pytest.approx(tuple_level)
+        assert {r["method"] for r in table} == {"exact"}
+    assert tuple_level[("Banquet",)] == pytest.approx(0.792)

@@ -40,7 +40,8 @@ def _q(name: str) -> str:
 
 
 class ParquetReader:
-    def __init__(self, spark: SparkSession, local: bool) -> None:
+    def __init__(self, spark: SparkSession | None, local: bool) -> None:
+        """``spark`` may be None where only a local store is read (inside a Spark task)."""
         self.spark = spark
         self.local = local
         self._con: duckdb.DuckDBPyConnection | None = None

@@ -43,6 +43,7 @@ from segmenter.operators import Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
 from tracing.confidence.answer import ConfidenceAnswer
+from tracing.confidence.batch import batch_confidences
 from tracing.confidence.checks import always_together, can_coexist, extraneous
 from tracing.confidence.formula import Formula
 from tracing.confidence.rows import Target, expanded, row_confidences
@@ -54,6 +55,7 @@ from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
 
 BACKENDS = ("lazy", "eager", "confidence")
+BUDGET = 20_000  # Shannon expansions an exact evaluation may take before "auto" samples
 
 TableData = DataFrame | pd.DataFrame | str
 
@@ -317,21 +319,44 @@ class Run:
         seed: int = 0,
         algorithm: str = "indep",
         method: str = "auto",
-        epsilon: float = 0.01,
-        delta: float = 0.01,
+        epsilon: float = 0.05,
+        delta: float = 0.05,
         explain: int = 3,
+        budget: int | None = BUDGET,
     ) -> ConfidenceAnswer:
         """How likely output rows are, computed from their boolean lineage (Trio): rows chosen
         as for :meth:`lineage`. ``method``: ``exact``, ``karp-luby``, ``monte-carlo`` or
         ``auto`` (exact within a budget, else sampling with the (``epsilon``, ``delta``)
-        guarantee); each answer says which was used. ``explain``: how many of each row's
-        most influential facts to name."""
+        guarantee); each answer says which was used. ``budget``: Shannon expansions allowed
+        to an exact evaluation before ``auto`` samples. ``explain``: how many of each row's most
+        influential facts to name."""
         if sum(x is not None for x in (where, rows, sample)) > 1:
             raise ValueError("give at most one of where=, rows=, sample=")
         store = self.formulas
         return row_confidences(
             store, self._confidence_targets(where, rows, sample, seed), algorithm, explain,
-            method=method, epsilon=epsilon, delta=delta, seed=seed,
+            method=method, epsilon=epsilon, delta=delta, seed=seed, budget=budget,
+        )
+
+    def confidence_table(
+        self,
+        algorithm: str = "indep",
+        method: str = "auto",
+        epsilon: float = 0.05,
+        delta: float = 0.05,
+        seed: int = 0,
+        budget: int | None = BUDGET,
+        partitions: int | None = None,
+    ) -> DataFrame:
+        """Every output row with its probability, computed by a Spark job (Trio's batch
+        algorithm): cheaper than :meth:`confidence` once a good fraction of the rows is
+        wanted. Columns: the output's, ``probability``, ``method``, ``samples``, ``seconds``."""
+        names = [c.name for c in self.task.output]
+        rows = root_vars(self.root, self._stored_output)
+        rows = rows.select(*[ref(c.id).alias(c.name) for c in self.task.output], VAR)
+        return batch_confidences(
+            rows, names, self.dir, self.formulas.meta, algorithm,
+            partitions, method=method, epsilon=epsilon, delta=delta, seed=seed, budget=budget,
         )
 
     def extraneous(self) -> list[dict[str, Any]]:

@@ -20,7 +20,9 @@ from tracing.parquet_reader import ParquetReader, local_path
 
 
 class FormulaStore:
-    def __init__(self, spark: SparkSession, run_dir: str, meta: dict[str, Any]) -> None:
+    def __init__(self, spark: SparkSession | None, run_dir: str, meta: dict[str, Any]) -> None:
+        """``spark`` may be None inside a Spark task: a local store is read by DuckDB alone."""
+        self.meta = meta
         self.reader = ParquetReader(spark, local_path(run_dir) is not None)
         self.lineage_uri = f"{run_dir}/{meta['lineage']}"
         self.facts_uri = f"{run_dir}/{meta['facts']}"
@@ -38,10 +40,7 @@ class FormulaStore:
             parts.setdefault(var, {"all": [], "any": [], "none": []})[kind].append(
                 conj(*[Var(i) for i in clause])
             )
-        return {
-            var: conj(*p["all"], disj(*p["any"]), neg(disj(*p["none"])))
-            for var, p in parts.items()
-        }
+        return {var: conj(*p["all"], disj(*p["any"]), neg(disj(*p["none"]))) for var, p in parts.items()}
 
     @cached_property
     def _facts_table(self) -> pa.Table:

@@ -92,6 +92,10 @@ class AugmentedLineage:
                 )
         return out
 
+    def calls(self, entry: ReasoningRows) -> list[dict[str, Any]]:
+        """The ⟨E, Value, Reason⟩ rows of one function operator (a UDF may sit in two segments)."""
+        return [r for r in self.reasoning_rows(entry.udf) if r["segment"] == entry.segment]
+
     def counts(self) -> dict[str, int]:
         """Rows per source table and calls per UDF, without turning rows into Python objects
         (a lineage set can hold millions of rows)."""
@@ -134,7 +138,7 @@ class AugmentedLineage:
         if not self.reasoning:
             lines.append("  (no function operator ran in reasoning mode on the way)")
         for entry in self.reasoning:
-            rows = [r for r in self.reasoning_rows(entry.udf) if r["segment"] == entry.segment]
+            rows = self.calls(entry)
             lines.append(f"  {entry.udf} (segment {entry.segment}): {len(rows)} call(s)")
             for r in rows[:SHOW_ROWS]:
                 call = f"{fmt_row(r['inputs'])} -> {entry.value}={r['value']!r}"

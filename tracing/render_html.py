@@ -67,7 +67,7 @@ def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
     if not lineage.reasoning:
         parts.append("<p class='al-note'>no function operator ran in reasoning mode on the way</p>")
     for entry in lineage.reasoning:
-        calls = [r for r in lineage.reasoning_rows(entry.udf) if r["segment"] == entry.segment]
+        calls = lineage.calls(entry)
         parts.append(f"<h5>{escape(entry.udf)} (segment {entry.segment}): {len(calls)} call(s)</h5>")
         parts += [render_call(c["inputs"], c["value"], c["reason"]) for c in calls[:limit]]
         if len(calls) > limit:

@@ -19,6 +19,7 @@ from tracing import AugmentedLineage, Run
 from tracing.lineage import collect_rows, fmt_row
 from tracing.render_html import STYLE, lineage_html, rows_table, run_html
 
+HEADING = 120  # characters of an output row shown in its section's heading (the table has it all)
 Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksum}
 
 
@@ -48,7 +49,10 @@ def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models 
 def _heading(lineage: AugmentedLineage) -> str:
     """The output row an answer is about, or how many rows it covers."""
     targets = collect_rows(lineage.targets) if lineage.targets is not None else []
-    return f"Output row {fmt_row(targets[0])}" if len(targets) == 1 else f"{len(targets)} output rows"
+    if len(targets) != 1:
+        return f"{len(targets)} output rows"
+    row = fmt_row(targets[0])
+    return f"Output row {row if len(row) <= HEADING else row[:HEADING] + ' …'}"
 
 
 PAGE_STYLE = """

@@ -81,9 +81,8 @@ def report_dict(
     answers = []
     for lineage in lineages:
         answer = lineage.to_dict()
-        confidence = getattr(lineage, "confidence", None)
-        if confidence is not None:
-            answer["confidence"] = confidence
+        if lineage.confidence is not None:
+            answer["confidence"] = json.loads(lineage.confidence.to_json())
         answers.append(answer)
     return {
         "run": {

@@ -22,7 +22,7 @@ from cda_workload.udfs import register_udfs_named_in, udf_models
 from tests.browser import render
 from tests.test_udf_vision import WITH_PERSON, WITHOUT_PERSON
 from tracing import AugmentedLineage, ForwardLineage, LineageSession, Run
-from tracing.render_html import confidence_html, run_html
+from tracing.render_html import run_html
 from tracing.render_reasons import MAX_SIDE, attribution_chart, highlighted_text, render_call
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -98,16 +98,6 @@ def test_notebook_html(run: Run, lineage: AugmentedLineage) -> None:
     forward = ForwardLineage("loan rows", given, pa.table({"Judge": ["Reject"], "count": [1]}), 1, 0.01)
     assert "1 output row(s) depend on loan rows" in forward._repr_html_()
 
-
-def test_confidence_is_shown_when_an_answer_carries_it(run: Run, lineage: AugmentedLineage) -> None:
-    confidence = {"id=1": {"probability": 0.92, "facts": ["parts id=1"]}}
-    with_confidence = AugmentedLineage(lineage.source, lineage.reasoning, lineage.queries, lineage.targets)
-    with_confidence.confidence = confidence  # type: ignore[attr-defined]  # as the confidence backend may
-    html = audit_report(run, [with_confidence])
-    assert "<h4>Confidence</h4>" in html and "probability 0.920" in html and "parts id=1" in html
-    assert report_dict(run, [with_confidence])["answers"][0]["confidence"] == confidence
-    assert "<h4>Confidence</h4>" not in audit_report(run, [lineage])
-    assert "<pre>unknown</pre>" in confidence_html("unknown")
 
 
 def test_sentiment_and_attribution_reasons_are_drawn() -> None:

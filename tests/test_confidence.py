@@ -396,3 +396,42 @@ def test_batch_job_gives_every_row_the_tuple_level_probability(conference: Linea
         assert {(r["event"],): r["probability"] for r in table} == pytest.approx(tuple_level)
         assert {r["method"] for r in table} == {"exact"}
     assert tuple_level[("Banquet",)] == pytest.approx(0.792)
+
+
+def test_person_detector_confidence_becomes_the_row_probability(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The real YOLO model: a part photo 'shows a person' with the detector's best box
+    confidence; a row needing two photos to show people has the product (independent calls)."""
+    from reasoning_udfs.person_detection import person_detection
+    from tests.test_udf_vision import WITH_PERSON, WITHOUT_PERSON
+
+    als = LineageSession(spark, store=str(tmp_path_factory.mktemp("photos") / "store"))
+    parts = pd.DataFrame([(1, WITH_PERSON), (2, WITHOUT_PERSON)], columns=["part", "photo"])
+    als.register_table("parts", parts, key="part")
+    person_detection.register(spark)
+    run = als.run(als.sql("SELECT part, person_detection(photo) AS person FROM parts"), backend="confidence")
+    answer = run.confidence()
+    (reason,) = [r["reason"] for r in run.lineage(rows=[(1, True)]).reasoning_rows()]
+    best = max(b["confidence"] for b in reason["boxes"])
+    assert {tuple(r.row.values()): r.probability for r in answer} == pytest.approx(
+        {(1, True): best, (2, False): 1 - 0.25}
+    )
+    assert answer[0].weights[0].kind == "model" and "person_detection" in answer[0].weights[0].fact
+
+
+def test_lineage_of_a_confidence_run_carries_the_rows_confidence(conference: LineageSession) -> None:
+    """The same answer in the lineage, the notebook HTML, the audit report and its JSON."""
+    from cda_workload.audit_report import audit_report, report_dict
+
+    run = conference.run(conference.sql(f"SELECT DISTINCT person FROM ({ROSTER})"), backend="confidence")
+    lineage = run.lineage(where="person = 'Garcia-Molina'")
+    assert lineage.confidence is not None and lineage.confidence[0].probability == pytest.approx(0.8668)
+    assert lineage.source_ids("attends") == {(11,), (12,)}
+    html = audit_report(run, [lineage])
+    assert "<h4>Confidence</h4>" in html and "0.8668" in html and 'attends{&quot;id&quot;:12}' in html
+    exported = report_dict(run, [lineage])["answers"][0]["confidence"]
+    assert exported["rows"][0]["probability"] == pytest.approx(0.8668)
+    assert "0.8668" in lineage._repr_html_() and "segment" in run._repr_html_()
+    plain = conference.run(conference.sql(ROSTER), strategy="fm").lineage(rows=[("Ullman", "Banquet")])
+    assert plain.confidence is None and "<h4>Confidence</h4>" not in audit_report(run, [plain])

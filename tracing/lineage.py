@@ -16,6 +16,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row
 
+from tracing.confidence.answer import ConfidenceAnswer
+
 SHOW_ROWS = 10
 
 Rows = DataFrame | pa.Table
@@ -51,6 +53,7 @@ class AugmentedLineage:
     targets: Rows | None = None
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     scope: str | None = None  # set when the answer covers less than every table, row by row
+    confidence: ConfidenceAnswer | None = None  # the rows' probabilities (confidence runs)
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     # --- accessors ----------------------------------------------------------------------------

@@ -6,8 +6,9 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from tracing.confidence.answer import ConfidenceAnswer
 from tracing.lineage import AugmentedLineage, TraceStat, collect_rows
-from tracing.render_reasons import likelihood_bar, render_call
+from tracing.render_reasons import render_call
 
 if TYPE_CHECKING:
     from tracing.forward import ForwardLineage
@@ -55,9 +56,8 @@ def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
     parts = []
     if lineage.targets is not None:
         parts += ["<h4>Output row(s)</h4>", rows_table(collect_rows(lineage.targets), limit)]
-    confidence = getattr(lineage, "confidence", None)
-    if confidence:
-        parts += ["<h4>Confidence</h4>", confidence_html(confidence)]
+    if lineage.confidence is not None:
+        parts += ["<h4>Confidence</h4>", confidence_html(lineage.confidence)]
     scope = f" ({escape(lineage.scope)})" if lineage.scope else ""
     parts.append(f"<h4>Source lineage{scope}</h4>")
     for table in lineage.tables:
@@ -91,22 +91,9 @@ def queries_table(queries: list[TraceStat]) -> str:
     return rows_table(rows, len(rows))
 
 
-def confidence_html(confidence: Any) -> str:
-    """Whatever the confidence backend attached: per output row, a probability (drawn as a bar)
-    and the facts that matter most; unknown shapes are shown as they are."""
-    if not isinstance(confidence, dict):
-        return f"<pre>{escape(str(confidence))}</pre>"
-    parts = []
-    for row, info in confidence.items():
-        parts.append(f"<h5>{escape(str(row))}</h5>")
-        if not isinstance(info, dict):
-            parts.append(f"<pre>{escape(str(info))}</pre>")
-            continue
-        if isinstance(info.get("probability"), int | float):
-            parts.append(likelihood_bar(info["probability"], "probability"))
-        rest = [{"item": k, "value": v} for k, v in info.items() if k != "probability"]
-        parts.append(rows_table(rest) if rest else "")
-    return "".join(parts)
+def confidence_html(confidence: ConfidenceAnswer) -> str:
+    """Per output row: its probability (drawn as a bar), method, formula and decisive facts."""
+    return confidence._repr_html_()
 
 
 def forward_html(forward: ForwardLineage, limit: int = MAX_ROWS) -> str:

@@ -247,6 +247,11 @@ class Run:
     def stored_bytes(self) -> int:
         return sum(s["bytes"] for s in self.record["stored"].values())
 
+    def _repr_html_(self) -> str:
+        from tracing.render_html import fragment, run_html  # HTML is only needed in notebooks
+
+        return fragment(run_html(self))
+
     def __repr__(self) -> str:
         return (
             f"<Run {self.id} strategy={self.strategy} backend={self.backend} "
@@ -334,7 +339,7 @@ class Run:
             raise ValueError("give at most one of where=, rows=, sample=")
         store = self.formulas
         return row_confidences(
-            store, self._confidence_targets(where, rows, sample, seed), algorithm, explain,
+            store, self._confidence_targets(self._choose(where, rows, sample, seed)), algorithm, explain,
             method=method, epsilon=epsilon, delta=delta, seed=seed, budget=budget,
         )
 
@@ -362,7 +367,7 @@ class Run:
     def extraneous(self) -> list[dict[str, Any]]:
         """Output rows that exist in no possible world (Trio's extraneous data: a lineage
         formula no choice of facts satisfies, e.g. a row removed by a certain difference)."""
-        targets = self._confidence_targets(None, None, None, 0)
+        targets = self._confidence_targets(self._stored_output)
         facts = self.formulas.facts
         return [row for (row, _), f in zip(targets, expanded(self.formulas, targets)) if extraneous(f, facts)]
 
@@ -379,19 +384,18 @@ class Run:
         return always_together(f1, f2, self.formulas.facts)
 
     def _two_formulas(self, row_a: Any, row_b: Any) -> tuple[Formula, Formula]:
-        targets = [self._confidence_targets(None, [row], None, 0)[0] for row in (row_a, row_b)]
+        targets = [self._confidence_targets(self._choose(None, [row], None, 0))[0] for row in (row_a, row_b)]
         f1, f2 = expanded(self.formulas, targets)
         return f1, f2
 
-    def _confidence_targets(
-        self, where: str | None, rows: Any, sample: int | None, seed: int
-    ) -> list[Target]:
-        """Chosen output rows as the user sees them, each with the root variables behind it."""
-        chosen = root_vars(self.root, self._choose(where, rows, sample, seed))
+    def _confidence_targets(self, chosen: DataFrame) -> list[Target]:
+        """Chosen output rows (by column id) as the user sees them, each with the root
+        variables behind it."""
+        chosen = root_vars(self.root, chosen)
         names = [c.name for c in self.task.output]
         found = chosen.select(*[ref(c.id).alias(c.name) for c in self.task.output], VAR).collect()
         if not found:
-            raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
+            raise TargetNotFoundError(f"no output row of run {self.id} matches the question")
         grouped: dict[tuple[Any, ...], set[int]] = {}
         for r in found:
             grouped.setdefault(tuple(r[n] for n in names), set()).add(r[VAR])
@@ -423,6 +427,8 @@ class Run:
             result = derive(self.root, targets, restorer)
         result.targets = visible(self.task, chosen)
         result.keys = _source_keys(self.task)
+        if self.backend == "confidence":
+            result.confidence = row_confidences(self.formulas, self._confidence_targets(chosen))
         return result
 
     def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:

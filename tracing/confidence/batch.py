@@ -46,14 +46,16 @@ def batch_confidences(
     quoted = [F.col(f"`{n}`") for n in names]
     targets = rows.groupBy(*quoted).agg(F.sort_array(F.collect_set("__var")).alias("vars"))
     targets = targets.withColumn(ROW, F.monotonically_increasing_id())
-    if partitions:
-        targets = targets.repartition(partitions)
+    # one Spark task per core by default: each builds its own graph, so fewer, fuller tasks
+    # memoize more, but at least every core should have one
+    targets = targets.repartition(partitions or rows.sparkSession.sparkContext.defaultParallelism)
 
     def evaluate(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         store = FormulaStore(None, run_dir, meta)
         for batch in batches:
             wanted = [({}, list(v)) for v in batch["vars"]]
             graph, ids = target_graph(store, wanted, **options)
+            graph.load(ids)
             found = [graph.conf(t) if algorithm == "indep" else graph.conf_basic(t) for t in ids]
             yield pd.DataFrame(
                 {

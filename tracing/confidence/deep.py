@@ -70,7 +70,8 @@ class LineageGraph:
         self._expanded: dict[int, Formula] = {}
         self._confs: dict[int, Estimate] = {}
 
-    def _load(self, ts: Iterable[int]) -> None:
+    def load(self, ts: Iterable[int]) -> None:
+        """Fetch the lineage DAG below ``ts``, one ``lam`` call per level for all of them."""
         frontier = {t for t in ts if t not in self._seen}
         while frontier:
             self._seen |= frontier
@@ -101,7 +102,7 @@ class LineageGraph:
 
     def expand(self, t: int) -> Formula:
         """t's lineage expanded all the way to base facts (memoized across calls)."""
-        self._load([t])
+        self.load([t])
         return Var(t) if t not in self.lineage else self._unfold(self.lineage[t], frozenset(), self._expanded)
 
     def conf_basic(self, t: int) -> Estimate:
@@ -121,7 +122,7 @@ class LineageGraph:
         of one x-tuple are dependent, its base facts share no group with base facts of Lin(t) outside it.
         Base facts always qualify (their groups are handled by Lemma 6.1 when the break points combine).
         """
-        self._load([t])
+        self.load([t])
         parents: dict[int, set[int]] = {t: set()}
         todo = [t]
         while todo:
@@ -160,7 +161,7 @@ class LineageGraph:
         if done is not None:
             return done
         start = perf_counter()
-        self._load([t])
+        self.load([t])
         if t not in self.lineage:
             est = Estimate(self.facts.prob(t), "trivial")
         else:
@@ -183,7 +184,7 @@ class LineageGraph:
     def conf_many(self, ts: Iterable[int]) -> dict[int, Estimate]:
         """Confidences of many facts: one shared BFS of their lineage, one shared memo."""
         ts = list(ts)
-        self._load(ts)
+        self.load(ts)
         return {t: self.conf(t) for t in ts}
 
 

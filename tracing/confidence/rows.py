@@ -51,6 +51,7 @@ def target_graph(
 def expanded(store: FormulaStore, targets: Sequence[Target]) -> list[Formula]:
     """Each target row's lineage over base facts (for the Trio checks)."""
     graph, ids = target_graph(store, targets)
+    graph.load(ids)
     return [graph.expand(t) for t in ids]
 
 
@@ -70,6 +71,7 @@ def row_confidences(
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, not {algorithm!r}")
     started = perf_counter()
     graph, ids = target_graph(store, targets, **options)
+    graph.load(ids)  # every row's DAG in one lookup per level
     rows = []
     labels = store.labels
     for (row, _), t in zip(targets, ids):

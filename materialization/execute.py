@@ -86,7 +86,7 @@ def execute_run(
         if confidence:
             formulas_started = time.perf_counter()
             with translate_udf_errors():
-                record["confidence"] = capture_formulas(spark, store, staging, root, stored, progress)
+                record["confidence"] = capture_formulas(spark, store, staging, run_id, root, stored, progress)
             record["confidence"]["seconds"] = time.perf_counter() - formulas_started
         record["task_seconds"] = task_seconds
         record["seconds"] = time.perf_counter() - started

@@ -39,7 +39,7 @@ from pyspark.sql import types as T
 
 from materialization.capture import lid_columns
 from materialization.compile import TAG_PREFIX, Compiler, read_source, ref, sql_col, tags_of
-from materialization.store import ResultsStore, Uncertainty
+from materialization.store import DERIVED, ResultsStore, Uncertainty
 from reasoning_udfs.udf import ERROR_MARKER, ReasoningUDF, lookup
 from segmenter.operators import Difference, Function, Node, Source
 from segmenter.segments import Segment
@@ -58,19 +58,22 @@ def hashed(prefix: str, cols: list[Column]) -> Column:
     return F.xxhash64(F.lit(prefix), *cols, *[c.isNull() for c in cols])
 
 
-def segment_var(seg: Segment) -> Column:
-    return hashed(f"s{seg.id}", [ref(c) for c in lid_columns(seg)])
+def segment_var(run_id: str, seg: Segment) -> Column:
+    """A row's variable: its values in the namespace of its segment in its run (a later run
+    over this run's output has a segment 0 of its own, and must not meet these ids)."""
+    return hashed(f"{run_id}/s{seg.id}", [ref(c) for c in lid_columns(seg)])
 
 
-def root_vars(root: Segment, output: DataFrame) -> DataFrame:
+def root_vars(run_id: str, root: Segment, output: DataFrame) -> DataFrame:
     """The variable of each stored output row (the root's columns by id)."""
-    return output.withColumn(VAR, segment_var(root))
+    return output.withColumn(VAR, segment_var(run_id, root))
 
 
 def capture_formulas(
     spark: SparkSession,
     store: ResultsStore,
     staging: str,
+    run_id: str,
     root: Segment,
     stored: dict[str, Any],
     progress: Callable[[str], None],
@@ -78,7 +81,7 @@ def capture_formulas(
     """Write the run's boolean lineage and base facts under ``staging``; returns their meta.
 
     ``stored`` says where the run (strategy full) stored each non-root segment's output."""
-    capturer = _FormulaCapture(spark, store, staging, stored)
+    capturer = _FormulaCapture(spark, store, staging, run_id, stored)
     for seg in _post_order(root):
         progress(f"segment {seg.id} ({seg.pattern()}): writing its boolean lineage")
         capturer.segment(seg, seg is root)
@@ -97,12 +100,16 @@ def capture_formulas(
         "bytes": store.size(f"{staging}/{FOLDER}"),
         "uncertain_tables": sorted(capturer.uncertain),
         "uncertain_udfs": sorted(capturer.uncertain_udfs),
+        "upstream": sorted(capturer.upstream),
     }
 
 
 class _FormulaCapture:
-    def __init__(self, spark: SparkSession, store: ResultsStore, staging: str, stored: dict[str, Any]):
+    def __init__(
+        self, spark: SparkSession, store: ResultsStore, staging: str, run_id: str, stored: dict[str, Any]
+    ):
         self.spark = spark
+        self.run_id = run_id
         self.store = store
         self.staging = staging
         self.stored = stored
@@ -111,6 +118,7 @@ class _FormulaCapture:
         self.facts: list[DataFrame] = []
         self.uncertain: set[str] = set()
         self.uncertain_udfs: set[str] = set()
+        self.upstream: set[str] = set()  # earlier confidence runs this one's lineage refers to
 
     # --- inputs -------------------------------------------------------------------------------
     def _input(self, seg: Segment, j: int, leaf: Node) -> DataFrame:
@@ -123,13 +131,32 @@ class _FormulaCapture:
         assert isinstance(leaf, Source)
         df = read_source(self.spark, leaf)
         uncertainty = self.store.uncertainty(leaf.snapshot)
-        if uncertainty is None:
+        upstream = self.store.derived_from(leaf.snapshot)
+        if uncertainty is None and upstream is None:
             return df
-        fact = hashed(f"t:{leaf.table}", [ref(k) for k in leaf.key])
+        fact = hashed(f"t:{leaf.snapshot}", [ref(k) for k in leaf.key])
         if leaf.table not in self.uncertain:
             self.uncertain.add(leaf.table)
-            self.facts.append(_source_facts(df, leaf, uncertainty, fact))
+            if upstream is not None:
+                self._link(df, leaf, fact, upstream)
+            else:
+                assert uncertainty is not None
+                self.facts.append(_source_facts(df, leaf, uncertainty, fact))
         return df.withColumn(tag, fact)
+
+    def _link(self, df: DataFrame, leaf: Source, fact: Column, upstream: str) -> None:
+        """A row of an earlier confidence run's output is a derived fact: λ(row) = ⋁ of the
+        run's rows it stands for, whose formulas stay in that run (deep lineage, as a ULDB
+        query over a derived relation). The lookups follow the chain of runs."""
+        column = {c.name: c.id for c in leaf.cols}[DERIVED]
+        behind = df.select(fact.alias("var"), F.explode(ref(column)).alias("row"))
+        self.lineage.append(
+            behind.select(
+                F.lit(-1).alias("seg"), "var", F.lit("any").alias("kind"), F.array("row").alias("clause")
+            )
+        )
+        record = self.store.read_json(f"{upstream}/run.json")
+        self.upstream |= {upstream, *record["confidence"].get("upstream", [])}
 
     # --- segments -----------------------------------------------------------------------------
     def segment(self, seg: Segment, is_root: bool) -> None:
@@ -137,7 +164,7 @@ class _FormulaCapture:
         if seg.is_d:
             rows = self._difference(seg, inputs)
         else:
-            rows = self._candidates(seg, inputs, is_root).withColumn(VAR, segment_var(seg))
+            rows = self._candidates(seg, inputs, is_root).withColumn(VAR, segment_var(self.run_id, seg))
             self._derivations(seg, inputs)
             for fn in seg.functions:
                 self._decisions(seg, fn, rows)
@@ -158,14 +185,15 @@ class _FormulaCapture:
         """'any' clauses: one per body row (its inputs' variables), keyed like the output."""
         if seg.aggregations and not seg.aggregations[0].key_ids:
             # a global aggregate has its one row in every world, over no input rows too
-            row = self.spark.range(1).select(segment_var(seg).alias(VAR))
+            row = self.spark.range(1).select(segment_var(self.run_id, seg).alias(VAR))
             self.lineage.append(_clauses(row, seg, "any", []))
             return
         body = Compiler(self.spark, "normal", inputs=lambda n: inputs.get(id(n)), tagged=True)
         df = body.compile(seg.body_top)
         for agg in reversed(seg.aggregations):
             df = df.withColumns({c.id: sql_col(e) for c, e in agg.keys})
-        self.lineage.append(_clauses(df.withColumn(VAR, segment_var(seg)), seg, "any", tags_of(df)))
+        df = df.withColumn(VAR, segment_var(self.run_id, seg))
+        self.lineage.append(_clauses(df, seg, "any", tags_of(df)))
 
     def _decisions(self, seg: Segment, fn: Function, rows: DataFrame) -> None:
         """'all' clauses and facts: the model decisions a row of the segment rests on."""
@@ -207,7 +235,7 @@ class _FormulaCapture:
         right = right.select(
             *[ref(s.id).alias(f"__m{i}") for i, s in enumerate(node.right.match_columns())], *right_tags
         )
-        left = left.withColumn(VAR, segment_var(seg))
+        left = left.withColumn(VAR, segment_var(self.run_id, seg))
         self.lineage.append(_clauses(left, seg, "any", tags_of(left)))
         rows = left.select(*[ref(c) for c in cols], ref(VAR)).distinct()
         equal = reduce(and_, [ref(c).eqNullSafe(F.col(f"__m{i}")) for i, c in enumerate(cols)])

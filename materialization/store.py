@@ -32,6 +32,7 @@ from segmenter.errors import LineageError
 from segmenter.parser import SourceRef
 
 ROW_ID = "_rid"
+DERIVED = "_al_lineage"  # a derived source's column: the variables of the run rows behind each row
 SOURCE_META = "_al_source.json"
 STAGING = "staging-"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -169,9 +170,11 @@ class ResultsStore:
         df: DataFrame,
         key: Sequence[str] | None,
         uncertainty: Uncertainty | None = None,
+        derived_from: str | None = None,
     ) -> SourceRef:
         """Persist ``df`` as a new snapshot of source ``name`` with stable row ids (and, for
-        an uncertain table, the columns that say how likely each row is)."""
+        an uncertain table, the columns that say how likely each row is; for the output of a
+        confidence run, the run it came from)."""
         if not _NAME.match(name):
             raise StoreError(f"source name {name!r} must be a SQL identifier")
         columns = {c.lower() for c in df.columns}
@@ -206,6 +209,7 @@ class ResultsStore:
                 "rows": rows,
                 "created": datetime.now(UTC).isoformat(),
                 "uncertainty": uncertainty.to_dict() if uncertainty else None,
+                "derived_from": derived_from,
             }
             self.write_json(f"{staging}/{SOURCE_META}", meta)
             self.rename(staging, final)
@@ -236,6 +240,10 @@ class ResultsStore:
         """How likely the rows of a source snapshot are (None: a certain table)."""
         found = self._source_meta(snapshot).get("uncertainty")
         return Uncertainty(**found) if found else None
+
+    def derived_from(self, snapshot: str) -> str | None:
+        """The confidence run whose output this source is (its rows carry ``DERIVED``)."""
+        return self._source_meta(snapshot).get("derived_from")
 
     def _source_meta(self, snapshot: str) -> dict[str, Any]:
         meta = self._meta_cache.get(snapshot)

@@ -435,3 +435,33 @@ def test_lineage_of_a_confidence_run_carries_the_rows_confidence(conference: Lin
     assert "0.8668" in lineage._repr_html_() and "segment" in run._repr_html_()
     plain = conference.run(conference.sql(ROSTER), strategy="fm").lineage(rows=[("Ullman", "Banquet")])
     assert plain.confidence is None and "<h4>Confidence</h4>" not in audit_report(run, [plain])
+
+
+def test_deep_lineage_across_a_sequence_of_tasks(conference: LineageSession) -> None:
+    """Example 4.2 as three tasks: EventRoster is a run, registered as a derived relation;
+    EventAttendees and the banquet's likelihood are later runs over it. Its rows share base
+    facts (32 and 33 both rest on event 23), so treating them as independent facts would give
+    0.8298 for the banquet; expanding into the first run's lineage gives 0.792."""
+    roster = conference.run(conference.sql(ROSTER), backend="confidence")
+    conference.register_result("roster", roster)
+    attendees = conference.run(conference.sql("SELECT DISTINCT person FROM roster"), backend="confidence")
+    assert {tuple(r.row.values()): r.probability for r in attendees.confidence()} == pytest.approx(
+        {("Garcia-Molina",): 0.8668, ("Ullman",): 0.54}
+    )
+    likelihood = conference.run(conference.sql("SELECT DISTINCT event FROM roster"), backend="confidence")
+    for algorithm in ("indep", "basic"):
+        got = {tuple(r.row.values()): r.probability for r in likelihood.confidence(algorithm=algorithm)}
+        assert got == pytest.approx({("Banquet",): 0.792, ("Reception",): 0.64})
+    table = {r["event"]: r["probability"] for r in likelihood.confidence_table().collect()}
+    assert table == pytest.approx({"Banquet": 0.792, "Reception": 0.64})
+    (banquet,) = likelihood.confidence(where="event = 'Banquet'")
+    assert banquet.formula == '(attends{"id":12} ∧ events{"id":23}) ∨ (attends{"id":13} ∧ events{"id":23})'
+    assert likelihood.record["confidence"]["upstream"] == [roster.dir]
+    # a third task in the chain follows both links
+    conference.register_result("banquets", likelihood)
+    chained = conference.run(conference.sql("SELECT event FROM banquets WHERE event = 'Banquet'"),
+                             backend="confidence")
+    assert [r.probability for r in chained.confidence()] == pytest.approx([0.792])
+    lazy = conference.run(conference.sql(ROSTER), strategy="fm")
+    with pytest.raises(NotCapturedError):
+        conference.register_result("nothing", lazy)

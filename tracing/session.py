@@ -36,7 +36,7 @@ from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
-from materialization.store import ResultsStore, Uncertainty, new_id
+from materialization.store import DERIVED, ResultsStore, Uncertainty, new_id
 from materialization.strategies import check_strategy
 from segmenter.errors import LineageError
 from segmenter.operators import Source, Task, from_dict
@@ -97,6 +97,23 @@ class LineageSession:
         uncertainty = Uncertainty(confidence, alternatives) if confidence else None
         self.progress(f"registering source table {name}")
         self.store.register_source(name, data, keys, uncertainty)
+        return self.table(name)
+
+    def register_result(self, name: str, run: Run, key: str | Sequence[str] | None = None) -> DataFrame:
+        """Register the output of a confidence run as source ``name`` (one row per distinct
+        output row) that keeps its lineage: a later ``backend="confidence"`` run over it
+        expands into this run's formulas, so rows that share facts stay dependent (deep
+        lineage across a sequence of tasks, as ULDB derived relations)."""
+        run.formulas  # noqa: B018  (refuses a run that kept no boolean lineage)
+        names = [c.name for c in run.task.output]
+        rows = root_vars(run.id, run.root, run._stored_output)
+        rows = rows.select(*[ref(c.id).alias(c.name) for c in run.task.output], VAR)
+        derived = rows.groupBy(*[F.col(f"`{n}`") for n in names]).agg(
+            F.sort_array(F.collect_set(VAR)).alias(DERIVED)
+        )
+        keys = [key] if isinstance(key, str) else list(key) if key else None
+        self.progress(f"registering the output of run {run.id} as source table {name}")
+        self.store.register_source(name, derived, keys, derived_from=run.dir)
         return self.table(name)
 
     def table(self, name: str) -> DataFrame:
@@ -357,7 +374,7 @@ class Run:
         algorithm): cheaper than :meth:`confidence` once a good fraction of the rows is
         wanted. Columns: the output's, ``probability``, ``method``, ``samples``, ``seconds``."""
         names = [c.name for c in self.task.output]
-        rows = root_vars(self.root, self._stored_output)
+        rows = root_vars(self.id, self.root, self._stored_output)
         rows = rows.select(*[ref(c.id).alias(c.name) for c in self.task.output], VAR)
         return batch_confidences(
             rows, names, self.dir, self.formulas.meta, algorithm,
@@ -391,7 +408,7 @@ class Run:
     def _confidence_targets(self, chosen: DataFrame) -> list[Target]:
         """Chosen output rows (by column id) as the user sees them, each with the root
         variables behind it."""
-        chosen = root_vars(self.root, chosen)
+        chosen = root_vars(self.id, self.root, chosen)
         names = [c.name for c in self.task.output]
         found = chosen.select(*[ref(c.id).alias(c.name) for c in self.task.output], VAR).collect()
         if not found:

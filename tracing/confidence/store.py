@@ -1,4 +1,5 @@
-"""A confidence run's boolean lineage and base facts, read back from the results store.
+"""A confidence run's boolean lineage and base facts, read back from the results store
+(with those of the earlier confidence runs whose outputs it read).
 
 ``lam`` answers a whole level of the lineage DAG per call (one lookup in the lineage table,
 sorted by variable), which is the access pattern :class:`~tracing.confidence.deep.LineageGraph`
@@ -24,8 +25,9 @@ class FormulaStore:
         """``spark`` may be None inside a Spark task: a local store is read by DuckDB alone."""
         self.meta = meta
         self.reader = ParquetReader(spark, local_path(run_dir) is not None)
-        self.lineage_uri = f"{run_dir}/{meta['lineage']}"
-        self.facts_uri = f"{run_dir}/{meta['facts']}"
+        runs = [run_dir, *meta.get("upstream", [])]  # earlier runs whose output it read
+        self.lineage_uris = [f"{r}/{meta['lineage']}" for r in runs]
+        self.facts_uris = [f"{r}/{meta['facts']}" for r in runs]
         self.lookups = 0  # lineage-table lookups made (one per level of the DAG)
 
     def lam(self, ids: Collection[int]) -> dict[int, Formula]:
@@ -34,7 +36,8 @@ class FormulaStore:
             return {}
         self.lookups += 1
         keys = pa.table({"var": pa.array(sorted(ids), pa.int64())})
-        rows = self.reader.lookup(self.lineage_uri, keys, [(c, c) for c in ("var", "kind", "clause")])
+        select = [(c, c) for c in ("var", "kind", "clause")]
+        rows = pa.concat_tables([self.reader.lookup(uri, keys, select) for uri in self.lineage_uris])
         parts: dict[int, dict[str, list[Formula]]] = {}
         for var, kind, clause in zip(*(rows.column(c).to_pylist() for c in ("var", "kind", "clause"))):
             parts.setdefault(var, {"all": [], "any": [], "none": []})[kind].append(
@@ -44,7 +47,7 @@ class FormulaStore:
 
     @cached_property
     def _facts_table(self) -> pa.Table:
-        return self.reader.scan(self.facts_uri)
+        return pa.concat_tables([self.reader.scan(uri) for uri in self.facts_uris])
 
     @cached_property
     def facts(self) -> Facts:

@@ -61,7 +61,7 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
 def lineage(args: argparse.Namespace, progress: Progress) -> None:
     run = _load(args, progress)
     with progress.working(f"deriving the augmented lineage of run {run.id}"):
-        found = run.lineage(where=args.where, sample=args.sample, seed=args.seed, backend=args.backend)
+        found = _ask(run, args)
     print(found.to_json() if args.json else found)
 
 
@@ -82,9 +82,19 @@ def report(args: argparse.Namespace, progress: Progress) -> None:
         _track(args, run, {"lineage_seconds": seconds, "answers": len(lineages)}, written)
 
 
+def _ask(run: Run, args: argparse.Namespace) -> AugmentedLineage:
+    """The lineage of the rows the options choose (--most-uncertain: a confidence run's rows
+    whose probability is closest to ½)."""
+    if args.most_uncertain is not None:
+        rows = [r.row for r in run.confidence(explain=0).most_uncertain(args.most_uncertain)]
+        return run.lineage(rows=rows, backend=args.backend)
+    return run.lineage(where=args.where, sample=args.sample, seed=args.seed, backend=args.backend)
+
+
 def _load(args: argparse.Namespace, progress: Progress) -> Run:
-    if args.sample is not None and args.sample < 1:
-        raise ValueError(f"--sample must be at least 1, got {args.sample}")
+    for option, n in (("--sample", args.sample), ("--most-uncertain", args.most_uncertain)):
+        if n is not None and n < 1:
+            raise ValueError(f"{option} must be at least 1, got {n}")
     return open_session(args.store, progress).load_run(args.run_id)
 
 
@@ -94,7 +104,7 @@ def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[Aug
     from tracing.lineage import collect_rows
 
     with progress.working(f"deriving the augmented lineage of run {run.id}"):
-        whole = run.lineage(where=args.where, sample=args.sample, seed=args.seed, backend=args.backend)
+        whole = _ask(run, args)
     targets = collect_rows(whole.targets) if whole.targets is not None else []
     if not 1 < len(targets) <= args.max_rows:
         return [whole]
@@ -139,6 +149,10 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     which = choose.add_mutually_exclusive_group()
     which.add_argument("--where", help="output rows matching this SQL predicate, e.g. \"Judge = 'Reject'\"")
     which.add_argument("--sample", type=int, metavar="N", help="N output rows drawn at random (seeded)")
+    which.add_argument(
+        "--most-uncertain", type=int, metavar="N",
+        help="the N output rows whose probability is closest to 1/2 (runs with --backend confidence)",
+    )
     choose.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
     choose.add_argument(
         "--backend", choices=["lazy", "eager"], help="answer from the run's own backend (default) or trace it"

@@ -8,8 +8,10 @@ the engine), and a row's probability is the mass of the worlds whose result hold
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -465,3 +467,21 @@ def test_deep_lineage_across_a_sequence_of_tasks(conference: LineageSession) -> 
     lazy = conference.run(conference.sql(ROSTER), strategy="fm")
     with pytest.raises(NotCapturedError):
         conference.register_result("nothing", lazy)
+
+
+def test_report_of_the_most_uncertain_rows(conference: LineageSession, tmp_path: Path) -> None:
+    """`al report --most-uncertain N`: the rows closest to ½ (Ullman at the banquet, 0.54),
+    each with its confidence in the report's JSON; a lazy run says why it cannot."""
+    from cda_workload.cli import main
+
+    run = conference.run(conference.sql(ROSTER), backend="confidence")
+    assert [r.row for r in run.confidence().most_uncertain(1)] == [{"person": "Ullman", "event": "Banquet"}]
+    out = tmp_path / "report.json"
+    store = conference.store.uri
+    argv = ["report", run.id, "--store", store, "--most-uncertain", "2", "-o", str(tmp_path / "r.html")]
+    assert main([*argv, "--json-out", str(out)]) == 0
+    answers = json.loads(out.read_text())["answers"]
+    probabilities = sorted(a["confidence"]["rows"][0]["probability"] for a in answers)
+    assert probabilities == pytest.approx([0.54, 0.63])
+    lazy = conference.run(conference.sql(ROSTER), strategy="fm")
+    assert main(["lineage", lazy.id, "--store", store, "--most-uncertain", "1"]) == 2

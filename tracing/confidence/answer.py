@@ -70,6 +70,10 @@ class ConfidenceAnswer:
     def __getitem__(self, i: int) -> RowConfidence:
         return self.rows[i]
 
+    def most_uncertain(self, n: int) -> list[RowConfidence]:
+        """The ``n`` rows whose probability is closest to ½ (an auditor's first look)."""
+        return sorted(self.rows, key=lambda r: abs(r.probability - 0.5))[:n]
+
     def probabilities(self) -> list[tuple[dict[str, Any], float]]:
         return [(r.row, r.probability) for r in self.rows]
 

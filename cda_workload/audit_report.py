@@ -78,12 +78,7 @@ def report_dict(
 ) -> dict[str, Any]:
     """The report's content as plain data (the JSON export)."""
     record = run.record
-    answers = []
-    for lineage in lineages:
-        answer = lineage.to_dict()
-        if lineage.confidence is not None:
-            answer["confidence"] = json.loads(lineage.confidence.to_json())
-        answers.append(answer)
+    answers = [lineage.to_dict() for lineage in lineages]
     return {
         "run": {
             "id": run.id,

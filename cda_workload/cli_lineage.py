@@ -168,7 +168,8 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     p.add_argument("taskfile", metavar="TASKFILE", help="a .sql or .py task file")
     p.add_argument("--strategy", choices=["fm", "rerun", "full"], help="what to store (default fm)")
     p.add_argument(
-        "--backend", choices=["lazy", "eager"], default="lazy", help="lineage backend (default lazy)"
+        "--backend", choices=["lazy", "eager", "confidence"], default="lazy",
+        help="lineage backend (default lazy; confidence: also how likely each row is)",
     )
     p.set_defaults(func=run_task)
 

@@ -469,15 +469,25 @@ def test_deep_lineage_across_a_sequence_of_tasks(conference: LineageSession) -> 
         conference.register_result("nothing", lazy)
 
 
-def test_report_of_the_most_uncertain_rows(conference: LineageSession, tmp_path: Path) -> None:
-    """`al report --most-uncertain N`: the rows closest to ½ (Ullman at the banquet, 0.54),
-    each with its confidence in the report's JSON; a lazy run says why it cannot."""
+def test_command_line_of_a_confidence_run(
+    conference: LineageSession, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`al run --backend confidence`, `al lineage --json` with the rows' probabilities, and
+    `al report --most-uncertain N`: the rows closest to ½ (Ullman at the banquet, 0.54), each
+    with its confidence in the report's JSON; a lazy run says why it cannot."""
     from cda_workload.cli import main
 
-    run = conference.run(conference.sql(ROSTER), backend="confidence")
+    store = conference.store.uri
+    task = tmp_path / "roster.sql"
+    task.write_text(ROSTER)
+    assert main(["run", str(task), "--store", store, "--backend", "confidence"]) == 0
+    run = conference.load_run(capsys.readouterr().out.split("run ")[1].split()[0].strip(":,"))
+    assert run.backend == "confidence"
+    assert main(["lineage", run.id, "--store", store, "--where", "person = 'Ullman'", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["confidence"]["rows"][0]["probability"] == pytest.approx(0.54)
     assert [r.row for r in run.confidence().most_uncertain(1)] == [{"person": "Ullman", "event": "Banquet"}]
     out = tmp_path / "report.json"
-    store = conference.store.uri
     argv = ["report", run.id, "--store", store, "--most-uncertain", "2", "-o", str(tmp_path / "r.html")]
     assert main([*argv, "--json-out", str(out)]) == 0
     answers = json.loads(out.read_text())["answers"]

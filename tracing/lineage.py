@@ -119,6 +119,7 @@ class AugmentedLineage:
             "source_lineage": {t: self.source_rows(t) for t in self.tables},
             "reasoning_lineage": self.reasoning_rows(),
             "tracing_queries": [q.__dict__ for q in self.queries],
+            "confidence": self.confidence.to_dict() if self.confidence is not None else None,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -131,6 +132,8 @@ class AugmentedLineage:
             lines.append(f"Augmented lineage of {len(targets)} output row(s)")
             lines += [f"  {fmt_row(r)}" for r in targets[:SHOW_ROWS]]
             lines += _more(len(targets))
+        if self.confidence is not None:
+            lines.append(f"Confidence: {self.confidence}")
         lines.append("Source lineage" + (f" ({self.scope})" if self.scope else ""))
         for table in self.tables:
             rows = self.source_rows(table)

@@ -93,15 +93,17 @@ class ConfidenceAnswer:
             )
         return pd.DataFrame.from_records(records)
 
-    def to_json(self) -> str:
-        body = {
+    def to_dict(self) -> dict[str, Any]:
+        return {
             "algorithm": self.algorithm,
             "seconds": self.seconds,
             "lookups": self.lookups,
             "notes": self.notes,
             "rows": [r.to_dict() for r in self.rows],
         }
-        return json.dumps(body, indent=2, default=str)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str)
 
     def __str__(self) -> str:
         lines = [f"confidence of {len(self.rows)} output row(s) ({self.algorithm}, {self.seconds:.2f} s)"]

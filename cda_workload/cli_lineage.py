@@ -142,7 +142,7 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     tracking = argparse.ArgumentParser(add_help=False)
     tracking.add_argument("--mlflow", action="store_true", help="also record this in MLflow")
     tracking.add_argument(
-        "--mlflow-dir", default="al_mlflow", help="local MLflow folder (default ./al_mlflow)"
+        "--mlflow-dir", help="local MLflow folder (default ./al_mlflow, or $MLFLOW_TRACKING_URI when set)"
     )
     choose = argparse.ArgumentParser(add_help=False)
     choose.add_argument("run_id", metavar="RUN_ID", help="a run id, as `al runs` lists them")

@@ -133,7 +133,10 @@ def add_workload_commands(sub: argparse._SubParsersAction, common: argparse.Argu
     data = argparse.ArgumentParser(add_help=False)
     data.add_argument("--data", default="al_data", help="where generated databases go (default ./al_data)")
     data.add_argument("--seed", type=int, default=0, help="seed for data generation and row sampling")
-    data.add_argument("--mlflow-dir", default="al_mlflow", help="local MLflow folder (sqlite + artifacts)")
+    data.add_argument(
+        "--mlflow-dir",
+        help="local MLflow folder (sqlite + artifacts; default ./al_mlflow, or $MLFLOW_TRACKING_URI)",
+    )
     parents = [common, data]
 
     p = sub.add_parser(

@@ -15,13 +15,17 @@ DEFAULT_DIR = "al_mlflow"
 
 
 @contextmanager
-def tracked_run(experiment: str, run_name: str, root: str | Path = DEFAULT_DIR) -> Iterator[Any]:
-    """``with tracked_run("cda-bench", "sf0.01"):`` → an active MLflow run in ``experiment``."""
-    if "MLFLOW_TRACKING_URI" in os.environ:
+def tracked_run(experiment: str, run_name: str, root: str | Path | None = None) -> Iterator[Any]:
+    """``with tracked_run("cda-bench", "sf0.01"):`` → an active MLflow run in ``experiment``.
+
+    A folder given as ``root`` wins; without one, ``MLFLOW_TRACKING_URI`` (a server) is used
+    when set, else ``DEFAULT_DIR``. (MLflow sets that variable itself on every
+    ``set_tracking_uri``, so it cannot be allowed to override an explicit folder.)"""
+    if root is None and "MLFLOW_TRACKING_URI" in os.environ:
         mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
         experiment_id = _experiment(experiment, None)
     else:
-        folder = Path(root).resolve()
+        folder = Path(root or DEFAULT_DIR).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
         experiment_id = _experiment(experiment, (folder / "artifacts").as_uri())

@@ -106,8 +106,7 @@ class LineageSession:
         lineage across a sequence of tasks, as ULDB derived relations)."""
         run.formulas  # noqa: B018  (refuses a run that kept no boolean lineage)
         names = [c.name for c in run.task.output]
-        rows = root_vars(run.id, run.root, run._stored_output)
-        rows = rows.select(*[ref(c.id).alias(c.name) for c in run.task.output], VAR)
+        rows = run._visible_vars(run._stored_output)
         derived = rows.groupBy(*[F.col(f"`{n}`") for n in names]).agg(
             F.sort_array(F.collect_set(VAR)).alias(DERIVED)
         )
@@ -374,8 +373,7 @@ class Run:
         algorithm): cheaper than :meth:`confidence` once a good fraction of the rows is
         wanted. Columns: the output's, ``probability``, ``method``, ``samples``, ``seconds``."""
         names = [c.name for c in self.task.output]
-        rows = root_vars(self.id, self.root, self._stored_output)
-        rows = rows.select(*[ref(c.id).alias(c.name) for c in self.task.output], VAR)
+        rows = self._visible_vars(self._stored_output)
         return batch_confidences(
             rows, names, self.dir, self.formulas.meta, algorithm,
             partitions, method=method, epsilon=epsilon, delta=delta, seed=seed, budget=budget,
@@ -405,12 +403,16 @@ class Run:
         f1, f2 = expanded(self.formulas, targets)
         return f1, f2
 
+    def _visible_vars(self, rows: DataFrame) -> DataFrame:
+        """Stored output rows (by column id) as the user sees them, with each row's variable."""
+        with_vars = root_vars(self.id, self.root, rows)
+        return with_vars.select(*[ref(c.id).alias(c.name) for c in self.task.output], VAR)
+
     def _confidence_targets(self, chosen: DataFrame) -> list[Target]:
         """Chosen output rows (by column id) as the user sees them, each with the root
         variables behind it."""
-        chosen = root_vars(self.id, self.root, chosen)
         names = [c.name for c in self.task.output]
-        found = chosen.select(*[ref(c.id).alias(c.name) for c in self.task.output], VAR).collect()
+        found = self._visible_vars(chosen).collect()
         if not found:
             raise TargetNotFoundError(f"no output row of run {self.id} matches the question")
         grouped: dict[tuple[Any, ...], set[int]] = {}

@@ -106,7 +106,7 @@ def _run_segments(
     mode = run_mode(strategy)
     stored: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
-    for seg in _post_order(root):
+    for seg in root.post_order():
         inputs = {id(child.top): outputs[child.id] for child in seg.children}
         df = Compiler(spark, mode, inputs=lambda n, i=inputs: i.get(id(n))).compile(seg.top)
         if stores(strategy, seg, root):
@@ -133,7 +133,7 @@ def _capture_segments(
     stored: dict[str, Any] = {}
     segments: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
-    for seg in _post_order(root):
+    for seg in root.post_order():
         inputs = {}
         for j, leaf in enumerate(seg.leaves):
             child = seg.child_for(leaf)
@@ -168,13 +168,6 @@ def _store_segment(
     df = spark.read.parquet(path)
     info = {"dir": f"segment-{seg.id}", "mode": mode, "rows": df.count(), "bytes": store.size(path)}
     return df, info
-
-
-def _post_order(seg: Segment) -> list[Segment]:
-    out: list[Segment] = []
-    for child in seg.children:
-        out += _post_order(child)
-    return out + [seg]
 
 
 @contextmanager

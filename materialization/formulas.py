@@ -82,7 +82,7 @@ def capture_formulas(
 
     ``stored`` says where the run (strategy full) stored each non-root segment's output."""
     capturer = _FormulaCapture(spark, store, staging, run_id, stored)
-    for seg in _post_order(root):
+    for seg in root.post_order():
         progress(f"segment {seg.id} ({seg.pattern()}): writing its boolean lineage")
         capturer.segment(seg, seg is root)
     lineage = _union(spark, capturer.lineage, LINEAGE_SCHEMA).distinct()
@@ -300,7 +300,3 @@ def _union(spark: SparkSession, frames: list[DataFrame], schema: str) -> DataFra
     for df in frames[1:]:
         out = out.unionByName(df)
     return out
-
-
-def _post_order(seg: Segment) -> list[Segment]:
-    return [s for child in seg.children for s in _post_order(child)] + [seg]

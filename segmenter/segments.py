@@ -45,6 +45,10 @@ class Segment:
         for child in self.children:
             yield from child.walk()
 
+    def post_order(self) -> list[Segment]:
+        """Children before parents: the order segments are run (and captured) in."""
+        return [s for child in self.children for s in child.post_order()] + [self]
+
     @property
     def body_top(self) -> Node:
         """Where the φ/α chain reads its rows: the body's top, or the single leaf."""

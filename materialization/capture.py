@@ -33,6 +33,7 @@ from segmenter.segments import Segment
 
 LID = "__lid"
 DIRECTIONS = ("backward", "forward")
+STORAGES = ("pairs", "provrc")  # Parquet (id, attributes) pairs; ProvRC-compressed relations
 
 
 class CaptureError(LineageError):
@@ -49,12 +50,24 @@ class Capture:
     ``{"lineitem": ["l_suppkey"]}``: per supplier rather than per line item).
     ``functions``: keep the reasoning lineage (which model calls each output row used). Without
     it the models run in normal mode (no reasons computed: often much cheaper).
+    ``storage``: how the indexes are kept: ``pairs`` (Parquet, backend="eager"), ``provrc``
+    (range-compressed, backend="compressed"), or both (answers from either, for comparisons).
     """
 
     tables: tuple[str, ...] | None = None
     directions: tuple[str, ...] = DIRECTIONS
     granularity: Mapping[str, Sequence[str]] = field(default_factory=dict)
     functions: bool = True
+    storage: tuple[str, ...] | None = None  # None: the backend's own
+
+    def __post_init__(self) -> None:
+        if self.storage is not None and (not self.storage or any(s not in STORAGES for s in self.storage)):
+            raise CaptureError(f"capture storage must be some of {STORAGES}, not {list(self.storage)}")
+
+    @property
+    def backend(self) -> str:
+        """The run's backend name: what its answers come from by default."""
+        return "compressed" if self.storage == ("provrc",) else "eager"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +75,7 @@ class Capture:
             "directions": list(self.directions),
             "granularity": {t: list(a) for t, a in self.granularity.items()},
             "functions": self.functions,
+            "storage": list(self.storage or ("pairs",)),
         }
 
     @property

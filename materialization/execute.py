@@ -65,7 +65,7 @@ def execute_run(
             "run_id": run_id,
             "created": datetime.now(UTC).isoformat(),
             "strategy": strategy,
-            "backend": "eager" if capture is not None else "confidence" if confidence else "lazy",
+            "backend": capture.backend if capture is not None else "confidence" if confidence else "lazy",
             "mode": mode,
             "task": to_dict(task),
             "segments": render_segments(root),

@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from materialization.capture import LID, Capture
 from materialization.compile import read_source, ref
+from materialization.compressed_index import COMPRESSED, write_compressed
 from materialization.store import ResultsStore
 from segmenter.operators import Source
 from segmenter.segments import Segment
@@ -128,9 +129,12 @@ class IndexBuilder:
         """Write the indexes; returns what was written (names, attributes, bytes)."""
         parts, ctl = self.compose(self.root)
         root_lids = self.out_lids(self.root)
+        pairs = {name: df.join(root_lids, LID, "left_semi") for name, df in parts.items()}
+        storage = self.capture.storage or ("pairs",)
         jobs: dict[str, Callable[[], dict[str, Any]]] = {}
-        for name, df in parts.items():
-            jobs[f"index {name}"] = partial(self._write_both, df.join(root_lids, LID, "left_semi"), name)
+        for name, df in pairs.items():
+            if "pairs" in storage:
+                jobs[f"index {name}"] = partial(self._write_both, df, name)
         if ctl is not None:
             refs = ctl.join(root_lids, LID, "left_semi")
             jobs["ctl"] = partial(self._write, refs, "eager/ctl", [LID])
@@ -144,15 +148,25 @@ class IndexBuilder:
             done = dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
         written: dict[str, Any] = {"indexes": {}, "controls": {}, "ctl": done.get("ctl")}
         for name in parts:
-            written["indexes"][name] = done[f"index {name}"]
+            written["indexes"][name] = done.get(f"index {name}") or {"attrs": _attrs(pairs[name])}
+        if "provrc" in storage:
+            collected = {
+                name: self._read(info["backward"]["dir"]).toArrow() if "backward" in info
+                else pairs[name].distinct().toArrow()
+                for name, info in written["indexes"].items()
+            }
+            lids = root_lids.toArrow().column(LID).to_numpy()
+            written[COMPRESSED] = write_compressed(
+                self.store, self.staging, collected, lids, tuple(self.capture.directions)
+            )
         for d, sets in self._controls.items():
             for name in sets:
                 written["controls"].setdefault(str(d), {})[name] = done[f"control {d} {name}"]
         return written
 
     def _write_both(self, pairs: DataFrame, name: str) -> dict[str, Any]:
-        attrs = [c for c in pairs.columns if c != LID]
-        out: dict[str, Any] = {"attrs": attrs}
+        out: dict[str, Any] = {"attrs": _attrs(pairs)}
+        attrs = out["attrs"]
         source = pairs
         if "backward" in self.capture.directions:
             out["backward"] = self._write(source, f"eager/backward/{name}", [LID])
@@ -176,6 +190,10 @@ class IndexBuilder:
             .parquet(f"{self.staging}/{path}")
         )
         return {"dir": path, "bytes": self.store.size(f"{self.staging}/{path}")}
+
+
+def _attrs(pairs: DataFrame) -> list[str]:
+    return [c for c in pairs.columns if c != LID]
 
 
 def _through(pairs: DataFrame, below: DataFrame) -> DataFrame:

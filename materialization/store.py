@@ -140,6 +140,20 @@ class ResultsStore:
     def delete(self, path: str) -> None:
         self._fs.delete(self._Path(path), True)
 
+    def put(self, local_dir: str, path: str) -> None:
+        """Copies a local folder (files written in-process, e.g. by pyarrow) to ``path``."""
+        self._fs.copyFromLocalFile(False, True, self._Path(local_dir), self._Path(path))
+
+    def fetch(self, path: str, local_dir: str) -> str:
+        """A local folder holding ``path``'s files: ``path`` itself on a local store, else a
+        copy made under ``local_dir``."""
+        if path.startswith("file:"):
+            return path[len("file:") :]
+        target = os.path.join(local_dir, os.path.basename(path))
+        if not os.path.exists(target):
+            self._fs.copyToLocalFile(False, self._Path(path), self._Path(f"file:{target}"), True)
+        return target
+
     def size(self, path: str) -> int:
         return int(self._fs.getContentSummary(self._Path(path)).getLength())
 

@@ -11,7 +11,9 @@ For each task:
       in its table;
   (f) a 4th run with backend="eager" (added only for the tests that need it): its output is
       plain Spark's, its lineage the rerun strategy's, and its forward answers the inverse of
-      its backward ones.
+      its backward ones;
+  (g) that run keeps its indexes both as Parquet pairs and ProvRC-compressed
+      (backend="compressed"): every backward and forward answer of the one equals the other's.
 
 Each task is run once per strategy (a module-scoped, lazy cache) and every test reads those
 runs, so ``-k <task id>`` runs only that task. Tasks that hit a known engine bug carry ``bug``
@@ -28,11 +30,13 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from materialization.capture import Capture
 from tests.tasks_suite import TASKS, build, generate, plain_dataframe, register_suite_tables
 from tracing import LineageSession, Run
 from tracing.lineage import AugmentedLineage
 
 STRATEGIES = ("rerun", "full", "fm")
+CAPTURED = ("eager", "compressed")  # lineage answered from a run's indexes, by their storage
 TARGETS: dict[str, dict[str, Any]] = {"pair": {"sample": 2, "seed": 7}, "all": {}}
 
 
@@ -87,7 +91,8 @@ class TaskRuns:
         key = (strategy, target)
         if key not in self._lineage:
             try:
-                self._lineage[key] = Lineage.of(self.runs[strategy].lineage(**TARGETS[target]))
+                ask = dict(TARGETS[target], backend=strategy) if strategy in CAPTURED else TARGETS[target]
+                self._lineage[key] = Lineage.of(self.runs[strategy].lineage(**ask))
             except Exception as exc:  # remembered: a failing lineage query fails its tests fast
                 self._lineage[key] = exc
         found = self._lineage[key]
@@ -128,15 +133,17 @@ class Suite:
         return TaskRuns(task_id, plain_df.columns, plain, runs, outputs)
 
     def eager(self, task_id: str) -> TaskRuns:
-        """The task's runs with a 4th, ``runs["eager"]`` (backend="eager"), added on first
-        use, so the tests that do not need it do not pay for it."""
+        """The task's runs with a 4th, ``runs["eager"]`` (backend="eager", its indexes also
+        kept compressed: ``runs["compressed"]`` is the same run), added on first use, so the
+        tests that do not need it do not pay for it."""
         r = self.runs(task_id)
         if task_id not in self._eager:
             try:
-                run = self.als.run(build(self.als, task_id), backend="eager")
+                both = Capture(storage=("pairs", "provrc"))
+                run = self.als.run(build(self.als, task_id), backend="eager", capture=both)
                 out = run.output
                 r.outputs["eager"] = (out.columns, Counter(tuple(row) for row in out.collect()))
-                r.runs["eager"] = run
+                r.runs["eager"] = r.runs["compressed"] = run
                 self._eager[task_id] = r
             except Exception as exc:  # remembered, so a failing eager run fails every test fast
                 self._eager[task_id] = exc
@@ -279,13 +286,15 @@ def test_eager_output_agrees_with_plain_spark(suite: Suite, task_id: str) -> Non
 
 @pytest.mark.parametrize("task_id", task_params())
 @pytest.mark.parametrize("target", list(TARGETS))
-def test_eager_equals_lazy(suite: Suite, task_id: str, target: str) -> None:
-    """The eager run's indexes give the rerun strategy's (tracing queries') lineage."""
+@pytest.mark.parametrize("base, other", [("rerun", "eager"), ("eager", "compressed")])
+def test_captured_equals_traced(suite: Suite, task_id: str, target: str, base: str, other: str) -> None:
+    """The eager run's Parquet indexes give the rerun strategy's (tracing queries') lineage,
+    and its ProvRC-compressed indexes exactly the Parquet ones'."""
     r = suite.eager(task_id)
-    base, eager = r.lineage("rerun", target), r.lineage("eager", target)
-    assert eager.targets == base.targets, "eager: different targets"
-    assert eager.source == base.source, "eager: source lineage differs from rerun"
-    assert eager.reasoning == base.reasoning, "eager: reasoning lineage differs from rerun"
+    expected, found = r.lineage(base, target), r.lineage(other, target)
+    assert found.targets == expected.targets, f"{other}: different targets"
+    assert found.source == expected.source, f"{other}: source lineage differs from {base}"
+    assert found.reasoning == expected.reasoning, f"{other}: reasoning lineage differs from {base}"
 
 
 @dataclass
@@ -310,7 +319,8 @@ class Traced:
 
 
 def trace_rows(r: TaskRuns) -> Traced:
-    """Every distinct output row's eager backward lineage (skips tasks with many rows)."""
+    """Every distinct output row's eager backward lineage (skips tasks with many rows); the
+    compressed indexes must give each row the same."""
     run = r.runs["eager"]
     columns, bag = r.outputs["eager"]
     if len(bag) > MAX_TRACED_ROWS:
@@ -320,6 +330,8 @@ def trace_rows(r: TaskRuns) -> Traced:
     keys: dict[str, tuple[str, ...]] = {}
     for o in sorted(bag, key=_key):
         lin = run.lineage(rows=[dict(zip(columns, o))])
+        same = Lineage.of(run.lineage(rows=[dict(zip(columns, o))], backend="compressed"))
+        assert same == Lineage.of(lin), f"compressed: lineage of {o} differs from eager"
         keys.update(lin.keys)
         source[o] = {t: lin.source_ids(t) for t in lin.tables}
         names = {(e.udf, e.segment): e.value for e in lin.reasoning}
@@ -357,9 +369,10 @@ def test_forward_inverts_backward(suite: Suite, task_id: str) -> None:
         every = {tuple(row) for row in suite.als.table(table).select(*key).collect()}
         picked = sorted(seen, key=_key)[:3] + sorted(every - seen, key=_key)[:1]
         for row_id in picked:
-            found = run.forward(table=table, ids=[row_id]).rows()
             expected = traced.depending_on_row(table, row_id)
-            assert traced.answer(found) == expected, f"forward of {table} {row_id}"
+            for backend in CAPTURED:
+                found = run.forward(table=table, ids=[row_id], backend=backend).rows()
+                assert traced.answer(found) == expected, f"{backend}: forward of {table} {row_id}"
     used = {(udf, name) for calls in traced.calls.values() for udf, name, _ in calls}
     for udf in sorted({u for u, _ in used}):
         names = {name for u, name in used if u == udf}
@@ -370,10 +383,11 @@ def test_forward_inverts_backward(suite: Suite, task_id: str) -> None:
         for value in values[:3]:
             plain = json.loads(value)
             cond = f"`{name}` <=> {_sql_literal(plain)}"
-            found = run.forward(udf=udf, where=cond).rows()
             expected = traced.depending_on_calls(udf, name, value)
             assert expected, f"{udf}: a value seen in the lineage must have dependent rows"
-            assert traced.answer(found) == expected, f"forward of the calls of {udf} where {cond}"
+            for backend in CAPTURED:
+                found = run.forward(udf=udf, where=cond, backend=backend).rows()
+                assert traced.answer(found) == expected, f"{backend}: forward of {udf} calls where {cond}"
 
 
 @pytest.mark.parametrize("task_id", UDF_TASKS)

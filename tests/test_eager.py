@@ -3,7 +3,7 @@ pruning and granularity of the capture, control lineage of differences, bad inpu
 back from the store, and answers that need no Spark job.
 
 Eager == lazy and forward == the inverse of backward over the whole task suite are checked in
-tests/test_differential.py (test_eager_equals_lazy, test_forward_inverts_backward); the
+tests/test_differential.py (test_captured_equals_traced, test_forward_inverts_backward); the
 oracle comparison in tests/test_oracle.py. Every run here is made once per module, when a test
 first needs it.
 """
@@ -483,7 +483,7 @@ def test_lazy_run_has_no_eager_answers(als: LineageSession) -> None:
     assert run.backend == "lazy" and run.index_bytes == 0
     with pytest.raises(NotCapturedError, match="backend='eager'"):
         run.forward(table="orders", ids=[1])
-    with pytest.raises(NotCapturedError, match="not captured eagerly"):
+    with pytest.raises(NotCapturedError, match="kept no eager lineage indexes"):
         run.lineage(sample=1, backend="eager")
     with pytest.raises(ValueError, match="backend"):
         run.lineage(sample=1, backend="smoke")

@@ -105,6 +105,20 @@ def test_parquet_round_trip(tmp_path_factory, compression: str, relation: Relati
     assert same(back.decompress(), relation)
 
 
+@pytest.mark.parametrize("pairs", [1, 5000])
+def test_parquet_layouts(tmp_path, pairs: int) -> None:
+    """Small tables are packed into one column (a 1-row table costs a few hundred bytes, not
+    a footer per column); large ones stay columnar; both read back exactly."""
+    rng = np.random.default_rng(pairs)
+    out, inp = rng.integers(0, 300, (pairs, 1)), rng.integers(0, 300, (pairs, 2))
+    relation = Relation(out, inp, (300,), (300, 300))
+    table = compress(relation)
+    size = write(table, tmp_path / "t.parquet", "zstd")
+    back = read(tmp_path / "t.parquet")
+    assert same(back.decompress(), relation) and back.val_ref.dtype == table.val_ref.dtype
+    assert (size < 600) == (len(table) == 1)
+
+
 @st.composite
 def relation_chains(draw) -> list[Relation]:
     """Random relations whose shapes chain: relation i's input cells are relation i+1's outputs."""

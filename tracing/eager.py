@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException, ParseException
@@ -19,28 +19,71 @@ from pyspark.sql import DataFrame, SparkSession
 
 from materialization.capture import LID, lid_columns, lid_of
 from materialization.compile import ref
+from materialization.compressed_index import COMPRESSED
 from materialization.indexes import FN, index_name
+from materialization.store import ResultsStore
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task
 from segmenter.segments import Segment
+from tracing.compressed import ProvrcPairs
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage, ReasoningRows, TraceStat
 from tracing.parquet_reader import ParquetReader, local_path
 
 
-class EagerIndex:
-    """The captured lineage of one eager run."""
+class PairIndex(Protocol):
+    """How a run's (output row, lineage row) pairs are kept and looked up, per index name."""
 
-    def __init__(self, spark: SparkSession, run_dir: str, record: dict[str, Any], task: Task, root: Segment):
-        self.spark = spark
+    names: list[str]
+
+    def backward(self, name: str, lids: pa.Table) -> pa.Table:
+        """Distinct attribute values in the lineage of the output rows with ids ``lids``."""
+
+    def forward(self, name: str, keys: pa.Table) -> set[int]:
+        """Ids of the output rows whose lineage holds one of the attribute values ``keys``."""
+
+
+class ParquetPairs:
+    """The eager backend's indexes: the pairs as Parquet, sorted per orientation."""
+
+    def __init__(self, reader: ParquetReader, run_dir: str, meta: dict[str, Any]) -> None:
+        self.reader = reader
         self.run_dir = run_dir
+        self.meta = meta
+        self.names = sorted(meta["indexes"])
+
+    def _index(self, name: str, direction: str) -> str:
+        return f"{self.run_dir}/{self.meta['indexes'][name][direction]['dir']}"
+
+    def backward(self, name: str, lids: pa.Table) -> pa.Table:
+        return self.reader.lookup(self._index(name, "backward"), lids).drop_columns([LID])
+
+    def forward(self, name: str, keys: pa.Table) -> set[int]:
+        found = self.reader.lookup(self._index(name, "forward"), keys, [(LID, LID)])
+        return set(found.column(LID).to_pylist())
+
+
+class EagerIndex:
+    """The captured lineage of one eager (or compressed) run."""
+
+    def __init__(
+        self, spark: SparkSession, store: ResultsStore, record: dict[str, Any], task: Task, root: Segment,
+        storage: str = "pairs",
+    ):
+        self.spark = spark
+        self.run_dir = store.run_dir(record["run_id"])
         self.record = record
         self.task = task
         self.root = root
         self.meta = record["capture"]
-        self.reader = ParquetReader(spark, local_path(run_dir) is not None)
+        self.reader = ParquetReader(spark, local_path(self.run_dir) is not None)
         self.sources = {n.table: n for n in task.root.walk() if isinstance(n, Source)}
+        self.storage = storage
+        self.pairs: PairIndex = (
+            ParquetPairs(self.reader, self.run_dir, self.meta) if storage == "pairs"
+            else ProvrcPairs(store, self.run_dir, self.meta[COMPRESSED])
+        )
 
     def _uri(self, directory: str) -> str:
         return f"{self.run_dir}/{directory}"
@@ -70,9 +113,6 @@ class EagerIndex:
                 f"run {self.record['run_id']} did not capture {direction} lineage (capture directions "
                 f"{self.meta['capture']['directions']}); ask with backend='lazy' or capture {direction!r}"
             )
-
-    def _index(self, name: str, direction: str) -> str:
-        return self._uri(self.meta["indexes"][name][direction]["dir"])
 
     # --- backward -----------------------------------------------------------------------------
     def targets(self, chosen: DataFrame | None) -> tuple[pa.Table, list[int]]:
@@ -115,10 +155,10 @@ class EagerIndex:
         keys = pa.table({LID: pa.array(lids, pa.int64())})
         stats: list[TraceStat] = []
         pairs: dict[str, list[pa.Table]] = {}
-        for name in sorted(self.meta["indexes"]):
+        for name in self.pairs.names:
             started = time.perf_counter()
-            found = self.reader.lookup(self._index(name, "backward"), keys)
-            pairs.setdefault(name, []).append(found.drop_columns([LID]))
+            found = self.pairs.backward(name, keys)
+            pairs.setdefault(name, []).append(found)
             stats.append(self._stat(f"backward index {name}", started, len(lids), name, found.num_rows))
         for d in self._controls_of(keys):
             for name, info in self.meta["controls"][str(d)].items():
@@ -279,9 +319,8 @@ class EagerIndex:
         read only by the right side of differences has none) and through control lineage."""
         self._require("forward")
         lids: set[int] = set()
-        if name in self.meta["indexes"]:
-            found = self.reader.lookup(self._index(name, "forward"), keys, [(LID, LID)])
-            lids |= set(found.column(LID).to_pylist())
+        if name in self.pairs.names:
+            lids |= self.pairs.forward(name, keys)
         for d, sets in self.meta["controls"].items():
             info = sets.get(name)
             if info is None or not keys.num_rows:

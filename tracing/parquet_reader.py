@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization.compile import null_safe_match, ref
+from materialization.provrc import Boxes
 
 LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
 
@@ -77,21 +78,33 @@ class ParquetReader:
     ) -> pa.Table | DataFrame:
         """Like :meth:`lookup`, but a large answer stays a (lazy) Spark DataFrame."""
         if self.local and (small or keys.num_rows <= LOCAL_ROWS):
-            self.con.register("__keys", keys)
-            try:
-                cond = " AND ".join(f"t.{_q(c)} {_equals(keys, c)} k.{_q(c)}" for c in keys.column_names)
-                unique = "DISTINCT " if distinct else ""
-                sql = (
-                    f"SELECT {unique}{self._columns(select)} FROM {self._from(uri)} t "
-                    f"SEMI JOIN __keys k ON {cond}"
-                )
-                return self.con.sql(sql).to_arrow_table()
-            finally:
-                self.con.unregister("__keys")
+            cond = " AND ".join(f"t.{_q(c)} {_equals(keys, c)} k.{_q(c)}" for c in keys.column_names)
+            unique = "DISTINCT " if distinct else ""
+            sql = f"SELECT {unique}{self._columns(select)} FROM {self._from(uri)} t SEMI JOIN __keys k"
+            sql += f" ON {cond}"
+            return self._with("__keys", keys, sql)
         df = self.spark.read.parquet(uri)
         given = self.spark.createDataFrame(keys)
         picked = _selected(null_safe_match(df, given, {c: c for c in keys.column_names}, "left_semi"), select)
         return picked.distinct() if distinct else picked
+
+    def ranges(self, uri: str, column: str, boxes: Boxes, select: Selection) -> pa.Table:
+        """Distinct rows of ``uri`` whose int64 ``column`` falls in one of the 1-D ranges
+        ``boxes.lo[:, 0]..boxes.hi[:, 0]`` (a range join: the ranges are never expanded)."""
+        ranges = pa.table({"lo": boxes.lo[:, 0], "hi": boxes.hi[:, 0]})
+        sql = (
+            f"SELECT DISTINCT {self._columns(select)} FROM {self._from(uri)} t "
+            f"JOIN __ranges r ON t.{_q(column)} BETWEEN r.lo AND r.hi"
+        )
+        return self._with("__ranges", ranges, sql)
+
+    def _with(self, name: str, table: pa.Table, sql: str) -> pa.Table:
+        """``sql`` run by DuckDB with the Arrow ``table`` visible as ``name``."""
+        self.con.register(name, table)
+        try:
+            return self.con.sql(sql).to_arrow_table()
+        finally:
+            self.con.unregister(name)
 
     def scan(self, uri: str, select: Selection | None = None, where: str | None = None) -> pa.Table:
         """Rows of ``uri`` (optionally only those matching the SQL predicate ``where`` over

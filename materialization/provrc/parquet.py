@@ -13,6 +13,7 @@ from materialization.provrc.relation import Relation
 from materialization.provrc.table import Table
 
 COMPRESSIONS = ("none", "snappy", "gzip", "zstd")
+PACKED_ROWS = 256  # up to this many table rows, one column (row-major): a chunk's metadata costs ~150 B
 
 
 def table_to_arrow(table: Table) -> pa.Table:
@@ -30,18 +31,32 @@ def table_to_arrow(table: Table) -> pa.Table:
     return pa.table(cols).replace_schema_metadata({"provrc": json.dumps(meta)})
 
 
+def packed(data: pa.Table) -> pa.Table:
+    """All columns in one int64 column, row-major: small tables are then mostly values, not
+    per-column metadata (structured lineage is 1-4 rows)."""
+    meta = json.loads(data.schema.metadata[b"provrc"]) | {"packed": data.column_names}
+    cells = np.stack([c.to_numpy().astype(np.int64) for c in data.columns], axis=1).reshape(-1)
+    return pa.table({"cells": cells}).replace_schema_metadata({"provrc": json.dumps(meta)})
+
+
 def table_from_arrow(data: pa.Table) -> Table:
     meta = json.loads(data.schema.metadata[b"provrc"])
     a, b = len(meta["key_shape"]), len(meta["val_shape"])
+    names = meta.get("packed")
+    if names is not None:
+        cells = data.column("cells").to_numpy().reshape(-1, len(names))
+        columns = {n: cells[:, i] for i, n in enumerate(names)}
+    else:
+        columns = {n: data.column(n).to_numpy() for n in data.column_names}
 
     def col(name: str) -> np.ndarray:
-        return data.column(name).to_numpy()
+        return columns[name]
 
     key_lo = np.stack([col(f"k{j}_lo") for j in range(a)], axis=1).reshape(-1, a)
     key_hi = key_lo + np.stack([col(f"k{j}_len") for j in range(a)], axis=1).reshape(-1, a)
     val_lo = np.stack([col(f"v{i}_lo") for i in range(b)], axis=1).reshape(-1, b)
     val_hi = val_lo + np.stack([col(f"v{i}_len") for i in range(b)], axis=1).reshape(-1, b)
-    val_ref = np.stack([col(f"v{i}_ref") for i in range(b)], axis=1).reshape(-1, b)
+    val_ref = np.stack([col(f"v{i}_ref") for i in range(b)], axis=1).reshape(-1, b).astype(np.int8)
     return Table(meta["orientation"], key_lo, key_hi, val_lo, val_hi, val_ref,
                  tuple(meta["key_shape"]), tuple(meta["val_shape"]))
 
@@ -51,10 +66,14 @@ def write(table: Table, path: str | Path, compression: str = "snappy") -> int:
 
     Without the Arrow schema (rebuilt from the "provrc" metadata) and column statistics: a table
     is read whole, nothing would be pruned, and these ~2 kB dominate a structured table's file.
+    Small tables are :func:`packed` into one column.
     """
     data = table_to_arrow(table)
+    small = len(table) <= PACKED_ROWS
+    if small:
+        data = packed(data)
     with pq.ParquetWriter(path, data.schema, compression=_codec(compression), store_schema=False,
-                          write_statistics=False) as writer:
+                          write_statistics=False, use_dictionary=not small) as writer:
         writer.write_table(data)
         writer.add_key_value_metadata(data.schema.metadata)
     return Path(path).stat().st_size

@@ -88,6 +88,7 @@ def report_dict(
             "task_seconds": record.get("task_seconds"),
             "output_rows": record["output"]["rows"],
             "task_text": run.task.text,
+            "task_language": run.task.language,  # sql, code (the caller's) or plan (Spark's)
             "operator_tree": run.tree(),
             "segments": run.segments(),
         },

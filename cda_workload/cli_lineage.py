@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cda_workload.local_session import open_session
@@ -15,22 +17,23 @@ if TYPE_CHECKING:
 
 
 def run_task(args: argparse.Namespace, progress: Progress) -> None:
-    from cda_workload.task_file import load_task
+    """Run a task file; with ``--mlflow`` inside an MLflow run, which the run logs itself into."""
+    from cda_workload.task_file import load_task, task_code
+    from tracing.tracking import tracked_run
 
     als = open_session(args.store, progress)
     task = load_task(args.taskfile, als)
-    with progress.working(f"running {args.taskfile}"):
-        run = als.run(task, strategy=args.strategy, backend=args.backend)
+    tracking = tracked_run("al", f"run-{Path(args.taskfile).stem}", args.mlflow_dir) if args.mlflow else None
+    with progress.working(f"running {args.taskfile}"), tracking or contextlib.nullcontext() as tracked:
+        run = als.run(task, strategy=args.strategy, backend=args.backend, code=task_code(args.taskfile, task))
     record = run.record
     print(
         f"run {run.id}: {record['output']['rows']} output row(s) in {record['task_seconds']:.1f} s "
         f"(strategy {run.strategy}, backend {run.backend}, stored {run.stored_tuples} tuples)"
     )
     print(run.segments())
-    if args.mlflow:
-        _track(
-            args, run, {"task_seconds": record["task_seconds"], "output_rows": record["output"]["rows"]}, []
-        )
+    if tracked is not None:
+        _say_tracked(tracked.info.run_id)
 
 
 def list_runs(args: argparse.Namespace, progress: Progress) -> None:
@@ -120,17 +123,19 @@ def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifact
     import mlflow
 
     from cda_workload.audit_report import log_to_mlflow
-    from cda_workload.tracking import tracked_run
-    from cda_workload.udfs import udf_models
+    from tracing.tracking import run_params, tracked_run
 
-    params = {"run_id": run.id, "strategy": run.strategy, "backend": run.backend}
-    for udf, model in udf_models(sorted(run.record.get("udfs", {}))).items():
-        params.update({f"model.{udf}": model["weights"], f"model.{udf}.sha256": model["sha256"]})
     with tracked_run("al", f"{args.command}-{run.id}", args.mlflow_dir) as tracked:
-        mlflow.log_params(params)
+        mlflow.log_params(run_params(run))
         mlflow.log_metrics(metrics)
         log_to_mlflow(artifacts)
-    print(f"MLflow run {tracked.info.run_id} in {mlflow.get_tracking_uri()} (experiment al)")
+    _say_tracked(tracked.info.run_id)
+
+
+def _say_tracked(mlflow_run: str) -> None:
+    import mlflow
+
+    print(f"MLflow run {mlflow_run} in {mlflow.get_tracking_uri()} (experiment al)")
 
 
 def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -155,7 +160,8 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     )
     choose.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
     choose.add_argument(
-        "--backend", choices=["lazy", "eager"], help="answer from the run's own backend (default) or trace it"
+        "--backend", choices=["lazy", "eager", "compressed"],
+        help="answer from the run's own backend (default), trace it (lazy), or from the indexes kept",
     )
 
     p = sub.add_parser(
@@ -168,8 +174,9 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     p.add_argument("taskfile", metavar="TASKFILE", help="a .sql or .py task file")
     p.add_argument("--strategy", choices=["fm", "rerun", "full"], help="what to store (default fm)")
     p.add_argument(
-        "--backend", choices=["lazy", "eager", "confidence"], default="lazy",
-        help="lineage backend (default lazy; confidence: also how likely each row is)",
+        "--backend", choices=["lazy", "eager", "compressed", "confidence"], default="lazy",
+        help="lineage backend (default lazy; compressed: eager indexes kept ProvRC-compressed; "
+        "confidence: also how likely each row is)",
     )
     p.set_defaults(func=run_task)
 

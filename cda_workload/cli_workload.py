@@ -24,6 +24,7 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
     from cda_workload.udfs import model_checksums, udf_models
 
     als = open_session(args.store, progress)
+    als.scale_factor = args.sf  # each run logs itself into the demo's MLflow run
     data = Path(args.data)
     with tracked_run("cda-demo", f"demo-sf{args.sf}", args.mlflow_dir) as tracked:
         mlflow.log_params({"strategy": args.strategy, "sf": args.sf, "seed": args.seed, **model_checksums()})
@@ -83,6 +84,7 @@ def bench(args: argparse.Namespace, progress: Progress) -> None:
         cases = lfw_cases(_list(args.sizes, str), _list(args.recognizers, str))
     out = Path(args.out)
     als = open_session(str(out / "store"), progress)
+    als.mlflow = False  # timed runs must not log themselves; the medians are logged in batches
     records: list[dict] = []
     with tracked_run(f"{args.workload}-bench", out.name, args.mlflow_dir):
         mlflow.log_params(

@@ -42,3 +42,9 @@ def load_task(path: str | Path, als: LineageSession) -> DataFrame | str:
             f"task(als) in {file} returned {type(found).__name__}, not a DataFrame or SQL string"
         )
     return found
+
+
+def task_code(path: str | Path, task: DataFrame | str) -> str | None:
+    """What a run of a file's task records as its code: the ``.py`` file's text when its
+    task is a DataFrame (a SQL task records its own text)."""
+    return Path(path).read_text() if isinstance(task, DataFrame) else None

@@ -1,43 +1,15 @@
-"""MLflow tracking on embedded defaults: a sqlite database and an artifact folder under one
-local directory, unless ``MLFLOW_TRACKING_URI`` points elsewhere (e.g. a tracking server)."""
+"""MLflow tracking of the workload commands: the embedded defaults of :mod:`tracing.tracking`
+and the benchmark's medians as metrics."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import mlflow
 
-DEFAULT_DIR = "al_mlflow"
+from tracing.tracking import tracked_run
 
-
-@contextmanager
-def tracked_run(experiment: str, run_name: str, root: str | Path | None = None) -> Iterator[Any]:
-    """``with tracked_run("cda-bench", "sf0.01"):`` → an active MLflow run in ``experiment``.
-
-    A folder given as ``root`` wins; without one, ``MLFLOW_TRACKING_URI`` (a server) is used
-    when set, else ``DEFAULT_DIR``. (MLflow sets that variable itself on every
-    ``set_tracking_uri``, so it cannot be allowed to override an explicit folder.)"""
-    if root is None and "MLFLOW_TRACKING_URI" in os.environ:
-        mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
-        experiment_id = _experiment(experiment, None)
-    else:
-        folder = Path(root or DEFAULT_DIR).resolve()
-        folder.mkdir(parents=True, exist_ok=True)
-        mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
-        experiment_id = _experiment(experiment, (folder / "artifacts").as_uri())
-    with mlflow.start_run(experiment_id=experiment_id, run_name=run_name) as run:
-        yield run
-
-
-def _experiment(name: str, artifact_location: str | None) -> str:
-    found = mlflow.get_experiment_by_name(name)
-    if found is not None:
-        return found.experiment_id
-    return mlflow.create_experiment(name, artifact_location=artifact_location)
+__all__ = ["log_records", "tracked_run"]
 
 
 def log_records(records: list[dict[str, Any]]) -> None:

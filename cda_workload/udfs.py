@@ -8,7 +8,9 @@ import re
 
 from pyspark.sql import SparkSession
 
-from models.paths import models_dir, sha256
+from models.checksums import model_checksums, udf_models
+
+__all__ = ["model_checksums", "register_udfs", "register_udfs_named_in", "udf_models"]
 
 WORKLOAD_UDFS: dict[str, tuple[str, ...]] = {
     "cda": ("person_detection", "text_sentiment"),
@@ -45,30 +47,3 @@ def register_udfs_named_in(spark: SparkSession, sql: str) -> list[str]:
 
 def _register(spark: SparkSession, name: str) -> None:
     getattr(importlib.import_module(PROJECT_UDFS[name]), name).register(spark)
-
-
-def model_checksums() -> dict[str, str]:
-    """sha256 of each model's weights, for run records (models absent here are named so)."""
-    from models import sentiment_model, yolo_detector  # deferred: importing torch takes seconds
-
-    sums = {}
-    for name, relative in (("yolo", yolo_detector.WEIGHTS), ("sentiment", sentiment_model.MODEL)):
-        path = models_dir() / relative
-        sums[f"model.{name}"] = relative
-        sums[f"model.{name}.sha256"] = sha256(path) if path.exists() else "missing"
-    return sums
-
-
-MODEL_OF_UDF = {"person_detection": "yolo", "text_sentiment": "sentiment"}
-
-
-def udf_models(udfs: list[str]) -> dict[str, dict[str, str]]:
-    """The weights file and checksum behind each of ``udfs`` that has one (audit reports)."""
-    wanted = [u for u in udfs if u in MODEL_OF_UDF]
-    if not wanted:
-        return {}
-    sums = model_checksums()
-    return {
-        u: {"weights": sums[f"model.{MODEL_OF_UDF[u]}"], "sha256": sums[f"model.{MODEL_OF_UDF[u]}.sha256"]}
-        for u in wanted
-    }

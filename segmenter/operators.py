@@ -281,6 +281,7 @@ class Task:
     order: tuple[SortKey, ...] = ()
     limit: int | None = None
     text: str = ""
+    language: str = "sql"  # of text: sql, code (the caller's) or plan (Spark's analyzed plan)
 
     def render(self) -> str:
         lines = []

@@ -16,6 +16,10 @@ window.addEventListener("load", () => {
   const imgs = Array.from(document.images);
   const broken = imgs.filter((i) => !(i.complete && i.naturalWidth > 0)).length;
   document.body.setAttribute("data-images", imgs.length + " " + broken);
+  const trees = Array.from(document.querySelectorAll("svg.al-tree"));
+  const drawn = trees.filter((t) => t.getBBox().width > 0 && t.getBoundingClientRect().height > 0).length;
+  const nodes = trees.map((t) => t.querySelectorAll("g.al-node").length).join(",");
+  document.body.setAttribute("data-trees", trees.length + " " + drawn + " [" + nodes + "]");
 });
 </script>"""
 
@@ -26,6 +30,9 @@ class Rendered:
     console: list[str]  # console messages (a page without scripts should log none)
     images: int
     broken_images: int
+    trees: int  # operator tree diagrams (inline SVG)
+    drawn_trees: int  # of those, laid out with a non-empty box
+    tree_nodes: list[int]  # operator nodes drawn in each diagram
 
 
 def chromium() -> str:
@@ -57,4 +64,7 @@ def render(page: Path, screenshot: Path, width: int = 1200, height: int = 2400) 
     ]
     counts = re.search(r'data-images="(\d+) (\d+)"', dom.stdout)
     assert counts, f"the image check did not run: {dom.stderr[-2000:]}"
-    return Rendered(screenshot, console, int(counts[1]), int(counts[2]))
+    trees = re.search(r'data-trees="(\d+) (\d+) \[([\d,]*)\]"', dom.stdout)
+    assert trees, f"the tree check did not run: {dom.stderr[-2000:]}"
+    nodes = [int(n) for n in trees[3].split(",") if n]
+    return Rendered(screenshot, console, int(counts[1]), int(counts[2]), int(trees[1]), int(trees[2]), nodes)

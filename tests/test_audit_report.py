@@ -24,6 +24,7 @@ from tests.test_udf_vision import WITH_PERSON, WITHOUT_PERSON
 from tracing import AugmentedLineage, ForwardLineage, LineageSession, Run
 from tracing.render_html import run_html
 from tracing.render_reasons import MAX_SIDE, attribution_chart, highlighted_text, render_call
+from tracing.tracking import run_params
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 SQL = "SELECT id, person_detection(path) AS person FROM parts"
@@ -71,10 +72,12 @@ def test_report_is_self_contained_and_draws_the_person_box(page: Path, lineage: 
     assert edge[0] > 180 and edge[1] < 90 and edge[2] < 90  # the box's red bottom edge
 
 
-def test_report_renders_in_a_headless_browser(page: Path) -> None:
+def test_report_renders_in_a_headless_browser(page: Path, run: Run) -> None:
     shown = render(page, page.with_suffix(".png"))
     assert shown.console == []
     assert (shown.images, shown.broken_images) == (2, 0)
+    operators = len(list(run.task.root.walk()))  # the diagram: one node per operator and source
+    assert (shown.trees, shown.drawn_trees, shown.tree_nodes) == (1, 1, [operators])
     shot = Image.open(shown.screenshot).convert("RGB")
     blank = Image.new("RGB", shot.size, "white")
     assert ImageChops.difference(shot, blank).getbbox() is not None
@@ -88,6 +91,7 @@ def test_json_export(run: Run, lineage: AugmentedLineage) -> None:
     assert data["run"]["segments"] == run.segments() and data["run"]["strategy"] == "fm"
     (model,) = data["models"]
     assert model["UDF"] == "person_detection" and len(model["sha256"]) == 64
+    assert run_params(run)["model.person_detection.sha256"] == model["sha256"]  # what MLflow logs
     assert [t["person"] for t in data["answers"][0]["targets"]] == [True, False]
 
 

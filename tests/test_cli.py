@@ -124,6 +124,7 @@ def test_report_command_writes_html_json_and_mlflow(store: str, run_id: str, tmp
         "--mlflow", "--mlflow-dir", str(tmp_path / "mlflow"),
     )  # fmt: skip
     assert code == 0, out
+    assert "register_loan_tables(als)" in html.read_text()  # the task file's code, shown as SQL is
     content = json.loads(js.read_text())
     assert content["run"]["id"] == run_id and len(content["answers"]) == 2  # one answer per row
     assert all(len(a["targets"]) == 1 for a in content["answers"])

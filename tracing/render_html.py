@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.lineage import AugmentedLineage, TraceStat, collect_rows
 from tracing.render_reasons import render_call
+from tracing.render_tree import tree_svg
+from tracing.task_code import LANGUAGES
 
 if TYPE_CHECKING:
     from tracing.forward import ForwardLineage
@@ -117,9 +119,13 @@ def run_html(run: Run) -> str:
         "stored tuples": run.stored_tuples,
     }
     summary = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in facts.items())
-    text = f"<h4>Task text</h4><pre>{escape(run.task.text.strip())}</pre>" if run.task.text.strip() else ""
+    task = run.task
+    heading = LANGUAGES.get(task.language, "Task text")
+    code = task.text.strip()
+    text = f"<h4>{escape(heading)}</h4><pre class='al-code'>{escape(code)}</pre>" if code else ""
     return (
-        f"<table>{summary}</table>{text}<h4>Operator tree</h4><pre>{escape(run.tree())}</pre>"
+        f"<table>{summary}</table>{text}<h4>Operator tree and segments</h4>{tree_svg(task.root, run.root)}"
+        f"<pre>{escape(run.tree())}</pre>"
         f"<h4>Segments</h4><pre>{escape(run.segments())}</pre>"
     )
 

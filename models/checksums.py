@@ -1,0 +1,32 @@
+"""Which weights file each project model UDF runs on, and its sha256: run records, audit
+reports and MLflow params name the exact model behind a decision."""
+
+from __future__ import annotations
+
+from models.paths import models_dir, sha256
+
+MODEL_OF_UDF = {"person_detection": "yolo", "text_sentiment": "sentiment"}
+
+
+def model_checksums() -> dict[str, str]:
+    """sha256 of each model's weights, for run records (models absent here are named so)."""
+    from models import sentiment_model, yolo_detector  # deferred: importing torch takes seconds
+
+    sums = {}
+    for name, relative in (("yolo", yolo_detector.WEIGHTS), ("sentiment", sentiment_model.MODEL)):
+        path = models_dir() / relative
+        sums[f"model.{name}"] = relative
+        sums[f"model.{name}.sha256"] = sha256(path) if path.exists() else "missing"
+    return sums
+
+
+def udf_models(udfs: list[str]) -> dict[str, dict[str, str]]:
+    """The weights file and checksum behind each of ``udfs`` that has one (audit reports)."""
+    wanted = [u for u in udfs if u in MODEL_OF_UDF]
+    if not wanted:
+        return {}
+    sums = model_checksums()
+    return {
+        u: {"weights": sums[f"model.{MODEL_OF_UDF[u]}"], "sha256": sums[f"model.{MODEL_OF_UDF[u]}.sha256"]}
+        for u in wanted
+    }

@@ -1,0 +1,98 @@
+"""MLflow tracking of ``als.run`` on real MLflow (sqlite files in tmp folders, read back with
+MlflowClient): into the active run as MLflow's fluent API does, one run per task run when the
+session asks, nothing otherwise, and a broken tracking store costs a warning, not the run.
+Also the code a run records for a DataFrame task."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow import MlflowClient
+from pyspark.sql import SparkSession
+
+from cda_workload.loan_example import loan_task, register_loan_tables
+from tracing import LineageSession, Run
+from tracing.render_html import run_html
+
+SQL = "SELECT ClientID, Income FROM client WHERE Income > 2000"
+CODE = "loan_task(als)  # the loan example's DataFrame"
+
+
+@pytest.fixture(scope="module")
+def als(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> LineageSession:
+    session = LineageSession(spark, store=str(tmp_path_factory.mktemp("tracking") / "store"))
+    register_loan_tables(session)
+    return session
+
+
+def _runs_in(uri: str) -> list:
+    client = MlflowClient(uri)
+    ids = [e.experiment_id for e in client.search_experiments()]
+    return client.search_runs(ids)
+
+
+def test_runs_log_into_the_active_mlflow_run(als: LineageSession, tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.create_experiment("user", artifact_location=(tmp_path / "artifacts").as_uri())
+    with mlflow.start_run(experiment_id=experiment) as active:
+        first = als.run(loan_task(als), code=CODE)
+        second = als.run(SQL, strategy="full")
+    client = MlflowClient(uri)
+    data = client.get_run(active.info.run_id).data
+    expected = {"run_id": first.id, "strategy": "fm", "backend": "lazy", "task_kind": "dataframe"}
+    assert {k: data.params[k] for k in expected} == expected and data.params["udfs"] == "credit_rules"
+    later = f"{second.id}."  # a second task run's params would clash: they carry its id
+    assert (data.params[later + "strategy"], data.params[later + "task_kind"]) == ("full", "sql")
+    for run, prefix in ((first, ""), (second, later)):
+        assert data.metrics[prefix + "output_rows"] == run.output.count()
+        assert data.metrics[prefix + "task_seconds"] == pytest.approx(run.record["task_seconds"])
+        assert data.metrics[prefix + "lineage_store_bytes"] == run.stored_bytes + run.index_bytes
+        logged = client.download_artifacts(active.info.run_id, f"lineage_runs/{run.id}.json", str(tmp_path))
+        assert json.loads(Path(logged).read_text())["run_id"] == run.id
+    assert data.metrics["lineage_store_bytes"] > 0  # fm kept the φ segment's input
+    assert mlflow.active_run() is None
+    als.run(SQL)  # no active run, option off: nothing logged
+    assert len(_runs_in(uri)) == 1
+
+
+def test_session_option_starts_one_mlflow_run_per_task_run(
+    spark: SparkSession, als: LineageSession, tmp_path: Path
+) -> None:
+    tracked = LineageSession(spark, store=als.store.uri, mlflow=str(tmp_path / "ml"))
+    tracked.scale_factor = 0.01
+    run = tracked.run(SQL)
+    (logged,) = _runs_in(f"sqlite:///{tmp_path / 'ml' / 'mlflow.db'}")
+    assert logged.info.run_name == run.id and mlflow.active_run() is None
+    assert logged.data.params["run_id"] == run.id and logged.data.params["scale_factor"] == "0.01"
+    assert logged.info.artifact_uri.startswith((tmp_path / "ml" / "artifacts").as_uri())
+
+
+def test_a_failing_tracking_store_warns_and_keeps_the_run(
+    spark: SparkSession, als: LineageSession, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("a file where the database's folder should be")
+    broken = LineageSession(spark, store=als.store.uri, mlflow=f"sqlite:///{tmp_path}/file/mlflow.db")
+    with pytest.warns(UserWarning, match=r"MLflow tracking of run r\S+ failed, the run is kept"):
+        run = broken.run(SQL)
+    assert als.load_run(run.id).output.count() == run.output.count() > 0
+    assert mlflow.active_run() is None
+
+
+def test_a_dataframe_task_records_its_code_or_spark_plan(als: LineageSession) -> None:
+    given = als.run(loan_task(als), code=CODE)
+    assert (given.task.language, given.task.text) == ("code", CODE)
+    html = run_html(als.load_run(given.id))  # kept in the store, not only in memory
+    assert f"<h4>Task code</h4><pre class='al-code'>{escape(CODE)}</pre>" in html
+    planned: Run = als.load_run(als.run(loan_task(als)).id)
+    assert planned.task.language == "plan" and "Aggregate [Judge" in planned.task.text
+    assert "Spark&#x27;s analyzed plan" in run_html(planned)
+    assert als.load_run(als.run(SQL).id).task.language == "sql"
+    with pytest.raises(ValueError, match="code= describes a DataFrame task"):
+        als.run(SQL, code=CODE)
+    with pytest.raises(ValueError, match="code= must be non-empty"):
+        als.run(loan_task(als), code=" ")

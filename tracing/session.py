@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -30,6 +31,7 @@ from pyspark.sql import functions as F
 
 from materialization.capture import Capture
 from materialization.compile import ref, visible
+from materialization.compressed_index import COMPRESSED
 from materialization.execute import execute_run, translate_udf_errors
 from materialization.formulas import VAR, root_vars
 from materialization.pushdown import Restriction
@@ -50,11 +52,15 @@ from tracing.confidence.rows import Target, expanded, row_confidences
 from tracing.confidence.store import FormulaStore
 from tracing.derive import derive
 from tracing.eager import EagerIndex
-from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
+from tracing.errors import NotCapturedError, TargetNotFoundError, filter_where, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
+from tracing.regions import RegionLineage, region_lineage
+from tracing.task_code import with_code
+from tracing.tracking import Option, track
 
-BACKENDS = ("lazy", "eager", "confidence")
+BACKENDS = ("lazy", "eager", "compressed", "confidence")
+CAPTURED = {"eager": "pairs", "compressed": "provrc"}  # captured backends -> their index storage
 BUDGET = 20_000  # Shannon expansions an exact evaluation may take before "auto" samples
 
 TableData = DataFrame | pd.DataFrame | str
@@ -66,8 +72,13 @@ class LineageSession:
         spark: SparkSession | None = None,
         store: str = "al_store",
         progress: Callable[[str], None] | None = None,
+        mlflow: Option = None,
     ) -> None:
+        """``mlflow``: each run is logged into the active MLflow run when there is one (None);
+        True, a folder or a tracking URI also starts one per run otherwise; False: never."""
         self.spark = spark or spark_session()
+        self.mlflow = mlflow
+        self.scale_factor: float | None = None  # logged with each run when a workload sets it
         self.store = ResultsStore(self.spark, store)
         self.store.check_writable()
         self.progress = progress or (lambda msg: None)
@@ -145,6 +156,7 @@ class LineageSession:
         run_id: str | None = None,
         backend: str = "lazy",
         capture: Capture | None = None,
+        code: str | None = None,
     ) -> Run:
         """Run ``task`` and persist it.
 
@@ -152,23 +164,33 @@ class LineageSession:
         ``backend="eager"``: capture lineage indexes while the task runs; every intermediate
         result is stored as under ``full`` (the only strategy it takes). ``capture`` prunes
         what is captured (tables, directions) or coarsens it (granularity), see
-        :class:`materialization.capture.Capture`. ``backend="confidence"``: also under
-        ``full``, plus the boolean lineage of every row over uncertain facts."""
+        :class:`materialization.capture.Capture`. ``backend="compressed"``: the same capture,
+        its indexes kept as ProvRC range-compressed relations (``Capture(storage=("pairs",
+        "provrc"))`` keeps both). ``backend="confidence"``: also under
+        ``full``, plus the boolean lineage of every row over uncertain facts. ``code``: the
+        code that built a DataFrame task, recorded for reports (else Spark's analyzed plan)."""
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-        if backend in ("eager", "confidence"):
+        if backend != "lazy":
             if strategy not in (None, "full"):
                 raise ValueError(
                     f"backend={backend!r} stores every intermediate result, as strategy 'full' does; "
                     f"leave strategy out (got {strategy!r})"
                 )
             strategy = "full"
-        if backend == "eager":
+        if backend in CAPTURED:
             capture = capture or Capture()
+            if capture.storage is None:
+                capture = replace(capture, storage=(CAPTURED[backend],))
+            elif CAPTURED[backend] not in capture.storage:
+                raise ValueError(
+                    f"backend={backend!r} keeps its indexes as {CAPTURED[backend]!r}; "
+                    f"capture= asks for storage {list(capture.storage)}"
+                )
         elif capture is not None:
-            raise ValueError("capture= applies to backend='eager' only")
+            raise ValueError("capture= applies to backend='eager' or 'compressed' only")
         strategy = check_strategy(strategy or "fm")
-        parsed = self.parse(task)
+        parsed = with_code(self.parse(task), task, code)
         root = segment(parsed.root)
         if capture is not None:
             capture.resolve(parsed)  # a bad declaration fails before anything runs
@@ -178,7 +200,9 @@ class LineageSession:
             self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture,
             confidence=backend == "confidence",
         )
-        return Run(self, record, parsed, root)
+        done = Run(self, record, parsed, root)
+        track(done, self.mlflow, self.scale_factor)
+        return done
 
     def load_run(self, run_id: str) -> Run:
         """A run persisted earlier, possibly by another process."""
@@ -202,6 +226,7 @@ class Run:
         self.record = record
         self.task = task
         self.root = root
+        self._indexes: dict[str, EagerIndex] = {}
 
     @property
     def id(self) -> str:
@@ -225,14 +250,22 @@ class Run:
         df = self.session.spark.read.parquet(f"{self.dir}/{self.record['output']['dir']}")
         return df.select(*[ref(c.id) for c in self.task.root.columns])
 
-    @cached_property
-    def _eager(self) -> EagerIndex:
-        if self.backend != "eager":
+    def _index(self, backend: str) -> EagerIndex:
+        """The run's captured indexes as kept for ``backend`` (eager: Parquet pairs,
+        compressed: ProvRC), opened once."""
+        storage = CAPTURED.get(backend)
+        kept = self.record.get("capture", {}).get("capture", {}).get("storage", ["pairs"])
+        if storage is None or storage not in kept or "capture" not in self.record:
             raise NotCapturedError(
-                f"run {self.id} was not captured eagerly (backend {self.backend!r}); "
-                "run the task with backend='eager' to ask forward questions or answer from indexes"
+                f"run {self.id} kept no {backend if storage else 'captured'} lineage indexes (backend "
+                f"{self.backend!r}); run the task with backend='eager' or 'compressed' to ask forward "
+                "questions or answer from indexes"
             )
-        return EagerIndex(self.session.spark, self.dir, self.record, self.task, self.root)
+        if storage not in self._indexes:
+            self._indexes[storage] = EagerIndex(
+                self.session.spark, self.session.store, self.record, self.task, self.root, storage
+            )
+        return self._indexes[storage]
 
     @property
     def index_bytes(self) -> int:
@@ -242,6 +275,11 @@ class Run:
             return 0
         sizes = [d["bytes"] for info in meta["indexes"].values() for k, d in info.items() if k != "attrs"]
         sizes += [d["bytes"] for sets in meta["controls"].values() for d in sets.values()]
+        compressed = meta.get(COMPRESSED)
+        if compressed:
+            sizes.append(compressed["outputs"]["bytes"])
+            sizes += [d["bytes"] for info in compressed["indexes"].values() for d in info.values()
+                      if isinstance(d, dict)]
         return sum(sizes) + (meta["ctl"]["bytes"] if meta.get("ctl") else 0)
 
     @property
@@ -295,8 +333,8 @@ class Run:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         with tuned_for_lookups(self.session.spark):
-            if backend == "eager":
-                return self._eager_lineage(where, rows, sample, seed)
+            if backend in CAPTURED:
+                return self._eager_lineage(self._index(backend), where, rows, sample, seed)
             return self._lineage(where, rows, sample, seed)
 
     def forward(
@@ -305,21 +343,34 @@ class Run:
         ids: Sequence[Any] | None = None,
         where: str | None = None,
         udf: str | None = None,
+        backend: str | None = None,
     ) -> ForwardLineage:
-        """Output rows that depend on given source rows or model decisions (eager runs).
+        """Output rows that depend on given source rows or model decisions (eager and
+        compressed runs).
 
         ``table`` with ``ids`` (key values, a tuple per row for composite keys; values of the
         captured attributes for a coarser granularity) or ``where`` (a SQL predicate on the
         table): which results do these rows feed? ``udf`` with ``where`` (a predicate on the
-        call's input names, value and reason): which results rest on these model decisions?"""
+        call's input names, value and reason): which results rest on these model decisions?
+        ``backend``: which kept indexes answer (a run captured with both storages)."""
         if (table is None) == (udf is None):
             raise ValueError("give table= (source rows) or udf= (model decisions)")
+        index = self._index(backend or self.backend)
         with tuned_for_lookups(self.session.spark):
             if udf is not None:
                 if ids is not None:
                     raise ValueError("model decisions are chosen with where=, not ids=")
-                return self._eager.forward_calls(udf, where)
-            return self._eager.forward_sources(table, ids, where)  # type: ignore[arg-type]
+                return index.forward_calls(udf, where)
+            return index.forward_sources(table, ids, where)  # type: ignore[arg-type]
+
+    def regions(
+        self, rows: Sequence[Any] | None = None, where: str | None = None, udf: str | None = None
+    ) -> RegionLineage:
+        """Region lineage: which pixels of which images (words of which reviews, features of
+        which inputs) the reasons of ``udf`` point to for the chosen output rows, kept in the
+        run as ProvRC tables; ``.backward()`` and ``.forward(subject, region)`` answer in situ
+        (docs/compressed.md)."""
+        return region_lineage(self, rows=rows, where=where, udf=udf)
 
     # --- confidence ---------------------------------------------------------------------------
     @cached_property
@@ -420,8 +471,9 @@ class Run:
             grouped.setdefault(tuple(r[n] for n in names), set()).add(r[VAR])
         return [(dict(zip(names, values)), sorted(ids)) for values, ids in grouped.items()]
 
-    def _eager_lineage(self, where: str | None, rows: Any, sample: int | None, seed: int) -> AugmentedLineage:
-        index = self._eager
+    def _eager_lineage(
+        self, index: EagerIndex, where: str | None, rows: Any, sample: int | None, seed: int
+    ) -> AugmentedLineage:
         if rows is not None:
             names = [c.name for c in self.task.output]
             targets, lids = index.rows_targets(self._given_rows(names, rows), names)
@@ -455,11 +507,7 @@ class Run:
         named = out.select(*out.columns, *[ref(c.id).alias(c.name) for c in self.task.output])
         names = [c.name for c in self.task.output]
         if where is not None:
-            try:
-                chosen = named.filter(F.expr(where))
-                _ = chosen.schema  # analyse now, so a bad predicate fails here
-            except (AnalysisException, ParseException) as exc:
-                raise LineageError(f"invalid where={where!r}: {first_line(exc)}") from None
+            chosen = filter_where(named, where)
         elif rows is not None:
             chosen = self._rows(named, names, rows)
         elif sample is not None:

@@ -52,6 +52,10 @@ class Capture:
     it the models run in normal mode (no reasons computed: often much cheaper).
     ``storage``: how the indexes are kept: ``pairs`` (Parquet, backend="eager"), ``provrc``
     (range-compressed, backend="compressed"), or both (answers from either, for comparisons).
+    ``compose``: ProvRC keeps one relation per index, the segments composed at capture time
+    (True: one in-situ step per question), or one relation per segment step, composed by
+    walking the path of segments in situ at query time (False: the DSLog way; nothing is
+    joined per pair when capturing).
     """
 
     tables: tuple[str, ...] | None = None
@@ -59,10 +63,13 @@ class Capture:
     granularity: Mapping[str, Sequence[str]] = field(default_factory=dict)
     functions: bool = True
     storage: tuple[str, ...] | None = None  # None: the backend's own
+    compose: bool = True
 
     def __post_init__(self) -> None:
         if self.storage is not None and (not self.storage or any(s not in STORAGES for s in self.storage)):
             raise CaptureError(f"capture storage must be some of {STORAGES}, not {list(self.storage)}")
+        if not self.compose and self.storage is not None and "provrc" not in self.storage:
+            raise CaptureError("compose=False keeps ProvRC relations per segment: it needs storage 'provrc'")
 
     @property
     def backend(self) -> str:
@@ -76,6 +83,7 @@ class Capture:
             "granularity": {t: list(a) for t, a in self.granularity.items()},
             "functions": self.functions,
             "storage": list(self.storage or ("pairs",)),
+            "compose": self.compose,
         }
 
     @property

@@ -1,13 +1,20 @@
 """Write a run's captured row-level lineage through the compressed backend (ProvRC).
 
-Layout under the run (see :mod:`materialization.provrc.tuples` for the numbering):
+Composed layout (the default; :mod:`materialization.provrc.tuples` for the numbering):
 
     compressed/outputs/part-0.parquet          (__lid, __ord) of every output row, by __lid
     compressed/<index>/dict/part-0.parquet     (attributes..., __ord) by __ord
     compressed/<index>/backward.provrc         output ordinals -> lineage ordinals (ProvRC, zstd)
     compressed/<index>/forward.provrc          the same relation read the other way
 
-The relations are encoded in the driver from the composed (output id, attributes) pairs.
+Segment layout (``Capture(compose=False)``; :mod:`materialization.provrc.paths`): the same
+outputs file, and one relation per captured step of a segment, queried along paths:
+
+    compressed/steps/<i>/{backward,forward}.provrc   segment ordinals -> input ordinals
+    compressed/steps/<i>/dict/                       a source step's (attributes..., __ord)
+    compressed/fn-<segment>/dict/                    a model segment's (__fn, __ord)
+
+The relations are encoded in the driver from the collected pairs.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from materialization.provrc.parquet import write
-from materialization.provrc.tuples import ORD, encode_run
+from materialization.provrc.paths import Paths
+from materialization.provrc.table import Table
+from materialization.provrc.tuples import FN, ORD, Outputs, encode_run
 from materialization.store import ResultsStore
 
 COMPRESSED = "compressed"
@@ -38,41 +48,92 @@ def write_compressed(
     root_lids: np.ndarray,
     orientations: tuple[str, ...],
 ) -> dict[str, Any]:
-    """Encodes every index and copies the files into the run; returns what was written."""
+    """Encodes every composed index and copies the files into the run; returns what was written."""
+
+    def files(root: Path) -> dict[str, Any]:
+        outputs, encoded = encode_run(pairs, root_lids, orientations)
+        indexes: dict[str, Any] = {}
+        for name, found in encoded.items():
+            indexes[name] = {
+                "attrs": _attrs(found.dictionary),
+                "pairs": found.pairs,
+                "dict": _dictionary(root, name, found.dictionary),
+                **_relations(root, name, found.tables),
+            }
+        return {"outputs": _outputs(root, outputs), "indexes": indexes}
+
+    return _stored(store, staging, files)
+
+
+def write_paths(store: ResultsStore, staging: str, encode: Callable[[], Paths]) -> dict[str, Any]:
+    """Writes the segment layout of ``encode()``'s steps; returns what was written."""
+
+    def files(root: Path) -> dict[str, Any]:
+        paths = encode()
+        steps = []
+        for i, step in enumerate(paths.steps):
+            info: dict[str, Any] = {"segment": step.segment, "child": step.child, "table": step.table,
+                                    "pairs": step.pairs, **_relations(root, f"steps/{i}", step.tables)}
+            if step.dictionary is not None:
+                info["dict"] = _dictionary(root, f"steps/{i}", step.dictionary)
+            steps.append(info)
+        indexes: dict[str, Any] = {}
+        for name, found in paths.indexes.items():
+            if name.startswith("fn-"):
+                rows = paths.numbering[int(name.removeprefix("fn-"))]
+                calls = pa.table({FN: pa.array(rows.lids, pa.int64()),
+                                  ORD: pa.array(np.arange(len(rows.lids)), pa.int64())})
+                dicts = [_dictionary(root, name, calls)]
+            else:
+                dicts = [steps[path[-1]]["dict"] for path in found]
+            attrs = [FN] if name.startswith("fn-") else _attrs(paths.steps[found[0][-1]].dictionary)
+            indexes[name] = {"attrs": attrs, "paths": [{"steps": p, "dict": d} for p, d in zip(found, dicts)]}
+        outputs = _outputs(root, paths.numbering[paths.root])
+        return {"layout": "segments", "outputs": outputs, "steps": steps, "indexes": indexes}
+
+    return _stored(store, staging, files)
+
+
+def _stored(store: ResultsStore, staging: str, files: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """Encodes and writes into a local folder with ``files``, then copies it into the run."""
     started = time.perf_counter()
-    outputs, encoded = encode_run(pairs, root_lids, orientations)
-    meta: dict[str, Any] = {"outputs": {"dir": f"{COMPRESSED}/outputs", "rows": len(outputs.lids)}}
-    indexes: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="al-provrc-") as tmp:
         root = Path(tmp) / COMPRESSED
-        _parquet(outputs.table(), root / "outputs")
-        for name, found in encoded.items():
-            folder = root / name
-            info: dict[str, Any] = {
-                "attrs": [c for c in found.dictionary.column_names if c != ORD],
-                "pairs": found.pairs,
-                "dict": {"dir": f"{COMPRESSED}/{name}/dict", "rows": found.dictionary.num_rows,
-                         "bytes": _parquet(found.dictionary, folder / "dict")},
-            }
-            for orientation, table in found.tables.items():
-                path = folder / f"{orientation}.provrc"
-                info[orientation] = {
-                    "file": f"{COMPRESSED}/{name}/{orientation}.provrc",
-                    "rows": len(table),
-                    "bytes": write(table, path, PROVRC_CODEC),
-                }
-            indexes[name] = info
-        meta["outputs"]["bytes"] = _size(root / "outputs")
+        meta = files(root)
+        meta["bytes"] = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
         store.put(str(root), f"{staging}/{COMPRESSED}")
-    meta["indexes"] = indexes
     meta["seconds"] = time.perf_counter() - started
     return meta
+
+
+def _outputs(root: Path, outputs: Outputs) -> dict[str, Any]:
+    return {"dir": f"{COMPRESSED}/outputs", "rows": len(outputs.lids),
+            "bytes": _parquet(outputs.table(), root / "outputs")}
+
+
+def _dictionary(root: Path, where: str, dictionary: pa.Table) -> dict[str, Any]:
+    return {"dir": f"{COMPRESSED}/{where}/dict", "rows": dictionary.num_rows,
+            "bytes": _parquet(dictionary, root / where / "dict")}
+
+
+def _relations(root: Path, where: str, tables: dict[str, Table]) -> dict[str, Any]:
+    """Each orientation's ProvRC file under ``where``."""
+    (root / where).mkdir(parents=True, exist_ok=True)
+    return {
+        orientation: {"file": f"{COMPRESSED}/{where}/{orientation}.provrc", "rows": len(table),
+                      "bytes": write(table, root / where / f"{orientation}.provrc", PROVRC_CODEC)}
+        for orientation, table in tables.items()
+    }
+
+
+def _attrs(dictionary: pa.Table) -> list[str]:
+    return [c for c in dictionary.column_names if c != ORD]
 
 
 def _parquet(table: pa.Table, folder: Path) -> int:
     """Integer columns delta-encoded: ordinals count up and keys are sorted within a group, so
     they cost bits per row, not bytes (TPC-H Q1 SF 1: a 30 MB dictionary becomes 4 MB)."""
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     ints = [f.name for f in table.schema if pa.types.is_integer(f.type)]
     pq.write_table(
         table, folder / "part-0.parquet", compression="zstd", row_group_size=DICT_ROW_GROUP,

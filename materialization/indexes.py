@@ -16,7 +16,7 @@ T2's lineage for every such row, ``eager/ctl`` holds (__lid, d) pairs and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial, reduce
 from typing import Any
@@ -26,13 +26,14 @@ from pyspark.sql import functions as F
 
 from materialization.capture import LID, Capture
 from materialization.compile import read_source, ref
-from materialization.compressed_index import COMPRESSED, write_compressed
+from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
+from materialization.provrc.paths import Step, encode_paths
+from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
-from segmenter.operators import Source
+from segmenter.operators import Node, Source
 from segmenter.segments import Segment
 
 REF = "__ref"
-FN = "__fn"
 ROW_GROUP_BYTES = 1 << 20  # small row groups: a point lookup decompresses little
 
 
@@ -74,18 +75,11 @@ class IndexBuilder:
         (__lid, d) control references of the differences on their way."""
         if seg.id in self._composed:
             return self._composed[seg.id]
-        meta = self.segments[str(seg.id)]
-        lineage = self._read(meta["lineage"] or meta["output"])
         parts: dict[str, list[DataFrame]] = {}
         ctl: list[DataFrame] = []
-        for tag, info in meta["tags"].items():
-            leaf = seg.leaves[info["leaf"]]
-            column = F.explode(ref(tag)) if info["array"] else ref(tag)
-            pairs = lineage.select(ref(LID), column.alias(REF)).where(F.col(REF).isNotNull())
-            child = seg.child_for(leaf)
+        for leaf, child, pairs in self.steps(seg):
             if child is None:
-                assert isinstance(leaf, Source)
-                parts.setdefault(index_name("src", leaf.table), []).append(pairs.select(LID, f"{REF}.*"))
+                parts.setdefault(index_name("src", leaf.table), []).append(pairs)
                 continue
             below, below_ctl = self.compose(child)
             for name, df in below.items():
@@ -101,6 +95,21 @@ class IndexBuilder:
         found = ({name: _union(frames) for name, frames in parts.items()}, _union(ctl) if ctl else None)
         self._composed[seg.id] = found
         return found
+
+    def steps(self, seg: Segment) -> Iterator[tuple[Node, Segment | None, DataFrame]]:
+        """Per input of ``seg`` what its rows were derived from: (__lid, __ref) pairs to a
+        child segment's rows, or (__lid, attrs...) pairs to a source table's."""
+        meta = self.segments[str(seg.id)]
+        lineage = self._read(meta["lineage"] or meta["output"])
+        for tag, info in meta["tags"].items():
+            leaf = seg.leaves[info["leaf"]]
+            column = F.explode(ref(tag)) if info["array"] else ref(tag)
+            pairs = lineage.select(ref(LID), column.alias(REF)).where(F.col(REF).isNotNull())
+            child = seg.child_for(leaf)
+            if child is None:
+                assert isinstance(leaf, Source)
+                pairs = pairs.select(LID, f"{REF}.*")
+            yield leaf, child, pairs
 
     def control(self, seg: Segment) -> dict[str, DataFrame]:
         """Lineage of ALL of a difference's right input: what every row of its output that
@@ -150,19 +159,46 @@ class IndexBuilder:
         for name in parts:
             written["indexes"][name] = done.get(f"index {name}") or {"attrs": _attrs(pairs[name])}
         if "provrc" in storage:
-            collected = {
-                name: self._read(info["backward"]["dir"]).toArrow() if "backward" in info
-                else pairs[name].distinct().toArrow()
-                for name, info in written["indexes"].items()
-            }
             lids = root_lids.toArrow().column(LID).to_numpy()
-            written[COMPRESSED] = write_compressed(
-                self.store, self.staging, collected, lids, tuple(self.capture.directions)
-            )
+            orientations = tuple(self.capture.directions)
+            if self.capture.compose:
+                collected = {
+                    name: self._read(info["backward"]["dir"]).toArrow() if "backward" in info
+                    else pairs[name].distinct().toArrow()
+                    for name, info in written["indexes"].items()
+                }
+                written[COMPRESSED] = write_compressed(
+                    self.store, self.staging, collected, lids, orientations
+                )
+            else:
+                written[COMPRESSED] = write_paths(self.store, self.staging, partial(
+                    encode_paths, self._collect_steps(), self.root.id, lids, self._functions(), orientations
+                ))
         for d, sets in self._controls.items():
             for name in sets:
                 written["controls"].setdefault(str(d), {})[name] = done[f"control {d} {name}"]
         return written
+
+    def _collect_steps(self) -> list[Step]:
+        """Every captured step below the root, its distinct pairs collected to the driver."""
+        found: list[tuple[Segment, Node, Segment | None, DataFrame]] = []
+        todo = [self.root]
+        while todo:
+            seg = todo.pop()
+            for leaf, child, pairs in self.steps(seg):
+                found.append((seg, leaf, child, pairs.distinct()))
+                todo.extend([] if child is None else [child])
+        with ThreadPoolExecutor(max_workers=4) as pool:  # independent jobs, as in build()
+            rows = list(pool.map(lambda step: step[3].toArrow(), found))
+        return [
+            Step(seg.id, pairs, table=leaf.table) if child is None and isinstance(leaf, Source)
+            else Step(seg.id, pairs, child=None if child is None else child.id)
+            for (seg, leaf, child, _), pairs in zip(found, rows)
+        ]
+
+    def _functions(self) -> list[int]:
+        """Segments whose model calls are indexes."""
+        return [s.id for s in self.root.post_order() if s.functions] if self.capture.functions else []
 
     def _write_both(self, pairs: DataFrame, name: str) -> dict[str, Any]:
         out: dict[str, Any] = {"attrs": _attrs(pairs)}

@@ -44,13 +44,15 @@ def als(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Lineag
 _runs: dict[str, Run] = {}
 
 
-def both(als: LineageSession, name: str) -> Run:
-    """The test_eager run ``name`` with its indexes kept as pairs and compressed, once."""
-    if name not in _runs:
+def both(als: LineageSession, name: str, compose: bool = True) -> Run:
+    """The test_eager run ``name`` with its indexes kept as pairs and compressed (composed, or
+    per segment), once."""
+    key = f"{name}/{compose}"
+    if key not in _runs:
         build, options = RUNS[name]
-        capture = replace(options.get("capture", Capture()), storage=BOTH)
-        _runs[name] = als.run(build(als), backend="eager", capture=capture)
-    return _runs[name]
+        capture = replace(options.get("capture", Capture()), storage=BOTH, compose=compose)
+        _runs[key] = als.run(build(als), backend="eager", capture=capture)
+    return _runs[key]
 
 
 def test_loan_example_from_compressed_indexes_only(als: LineageSession) -> None:
@@ -84,12 +86,13 @@ def test_loan_example_from_compressed_indexes_only(als: LineageSession) -> None:
         ("empty_subtrahend", "orders", None),
     ],
 )
+@pytest.mark.parametrize("compose", [True, False], ids=["composed", "segments"])
 def test_compressed_answers_equal_the_pairs(
-    als: LineageSession, name: str, table: str, ids: list | None
+    als: LineageSession, name: str, table: str, ids: list | None, compose: bool
 ) -> None:
     """Backward (all rows, a sample, each row alone) and forward (ids, or the rows of the
     first lineage answer) agree between the two storages of one run."""
-    run = both(als, name)
+    run = both(als, name, compose)
     for target in ({}, {"sample": 2, "seed": 1}):
         pairs = Lineage.of(run.lineage(**target, backend="eager"))
         assert Lineage.of(run.lineage(**target, backend="compressed")) == pairs, target
@@ -103,6 +106,25 @@ def test_compressed_answers_equal_the_pairs(
     for given_ids in ([i] for i in ids):
         expected = answer(run, run.forward(table=table, ids=given_ids, backend="eager"))
         assert answer(run, run.forward(table=table, ids=given_ids, backend="compressed")) == expected
+
+
+def test_segment_paths_walk_every_segment(als: LineageSession) -> None:
+    """compose=False: one ProvRC relation per captured step of a segment; questions walk the
+    path of segments from the root in situ and give the golden answers; a table read by two
+    segments (q3's lineitem through orders ⋈ lineitem) is a path per reading."""
+    run = als.run(loan_task(als), backend="compressed", capture=Capture(compose=False))
+    meta = run.record["capture"]["compressed"]
+    assert meta["layout"] == "segments" and run.record["capture"]["capture"]["compose"] is False
+    steps = meta["steps"]
+    assert {s["segment"] for s in steps} == {s.id for s in run.root.post_order()}
+    assert any(s["child"] is not None for s in steps)  # a path of more than one step
+    assert max(len(p["steps"]) for info in meta["indexes"].values() for p in info["paths"]) >= 2
+    assert_reject_lineage(run.lineage(rows=[("Reject", 1)]))
+    assert answer(run, run.forward(table="loan", ids=["L02"])) == {("Reject", 1): 1}
+    assert answer(run, run.forward(udf="credit_rules", where="Judge = 'Reject'")) == {("Reject", 1): 1}
+    assert als.load_run(run.id).index_bytes == run.index_bytes == meta["bytes"] > 0
+    with pytest.raises(CaptureError, match=r"compose=False .* needs storage 'provrc'"):
+        als.run(loan_task(als), backend="eager", capture=Capture(compose=False))
 
 
 def test_regular_lineage_compresses_to_ranges(als: LineageSession) -> None:

@@ -135,11 +135,13 @@ class Suite:
     def eager(self, task_id: str) -> TaskRuns:
         """The task's runs with a 4th, ``runs["eager"]`` (backend="eager", its indexes also
         kept compressed: ``runs["compressed"]`` is the same run), added on first use, so the
-        tests that do not need it do not pay for it."""
+        tests that do not need it do not pay for it. The compressed indexes are composed for
+        every other task and kept per segment (walked along paths) for the rest."""
         r = self.runs(task_id)
         if task_id not in self._eager:
             try:
-                both = Capture(storage=("pairs", "provrc"))
+                compose = [t.id for t in TASKS].index(task_id) % 2 == 0
+                both = Capture(storage=("pairs", "provrc"), compose=compose)
                 run = self.als.run(build(self.als, task_id), backend="eager", capture=both)
                 out = run.output
                 r.outputs["eager"] = (out.columns, Counter(tuple(row) for row in out.collect()))

@@ -25,7 +25,8 @@ from tracing.parquet_reader import ParquetReader
 
 
 class ProvrcPairs:
-    """The compressed indexes of one run, read from a local copy of its ``compressed/`` folder."""
+    """The composed compressed indexes of one run (one relation per index), read from a local
+    copy of its ``compressed/`` folder."""
 
     def __init__(self, store: ResultsStore, run_dir: str, meta: dict[str, Any]) -> None:
         self.meta = meta
@@ -34,41 +35,91 @@ class ProvrcPairs:
         os.makedirs(cache, exist_ok=True)
         self.root = os.path.dirname(store.fetch(f"{run_dir}/{COMPRESSED}", cache))
         self.reader = ParquetReader(None, local=True)
-        self._tables: dict[tuple[str, str], Table] = {}
+        self._tables: dict[str, Table] = {}
 
     @property
     def names(self) -> list[str]:
         return sorted(self.meta["indexes"])
 
-    def _uri(self, directory: str) -> str:
+    def uri(self, directory: str) -> str:
         return f"file:{self.root}/{directory}"
 
-    def table(self, name: str, orientation: str) -> Table:
+    def read(self, file: str) -> Table:
         """A compressed relation, read once (they are small: that is the point)."""
-        key = (name, orientation)
-        if key not in self._tables:
-            self._tables[key] = read(f"{self.root}/{self.meta['indexes'][name][orientation]['file']}")
-        return self._tables[key]
+        if file not in self._tables:
+            self._tables[file] = read(f"{self.root}/{file}")
+        return self._tables[file]
+
+    def table(self, name: str, orientation: str) -> Table:
+        return self.read(self.meta["indexes"][name][orientation]["file"])
+
+    def output_ordinals(self, lids: pa.Table) -> np.ndarray:
+        """Ordinals of the output rows with ids ``lids``."""
+        return self._ordinals(self.meta["outputs"]["dir"], lids)
+
+    def output_lids(self, found: Boxes | np.ndarray) -> set[int]:
+        """Ids of the output rows with the ordinals ``found`` (ranges or cells)."""
+        rows = self.values(self.meta["outputs"]["dir"], [LID], found)
+        return set(rows.column(LID).to_pylist())
+
+    def values(self, dictionary: str, attrs: list[str], found: Boxes | np.ndarray) -> pa.Table:
+        """Distinct attribute values of the dictionary rows with the ordinals ``found``."""
+        return self.reader.ranges(self.uri(dictionary), ORD, Boxes.of(found, 1), [(a, a) for a in attrs])
+
+    def value_ordinals(self, dictionary: str, keys: pa.Table) -> np.ndarray:
+        """Ordinals of the dictionary rows equal to a row of ``keys``."""
+        return self._ordinals(dictionary, keys)
+
+    def _ordinals(self, directory: str, keys: pa.Table) -> np.ndarray:
+        return self.reader.lookup(self.uri(directory), keys, [(ORD, ORD)]).column(ORD).to_numpy()
 
     def backward(self, name: str, lids: pa.Table) -> pa.Table:
         """Distinct attribute values in the lineage of the output rows with ids ``lids``."""
         info = self.meta["indexes"][name]
-        ords = self.reader.lookup(self._uri(self.meta["outputs"]["dir"]), lids, [(ORD, ORD)])
-        boxes = _walk(backward, self.table(name, "backward"), ords)
-        return self.reader.ranges(self._uri(info["dict"]["dir"]), ORD, boxes, [(a, a) for a in info["attrs"]])
+        boxes = _walk(backward, [self.table(name, "backward")], self.output_ordinals(lids))
+        return self.values(info["dict"]["dir"], info["attrs"], boxes)
 
     def forward(self, name: str, keys: pa.Table) -> set[int]:
         """Ids of the output rows whose lineage holds one of the attribute values ``keys``."""
+        ords = self.value_ordinals(self.meta["indexes"][name]["dict"]["dir"], keys)
+        return self.output_lids(_walk(forward, [self.table(name, "forward")], ords))
+
+
+class SegmentPaths(ProvrcPairs):
+    """The per-segment compressed lineage of one run (``Capture(compose=False)``): a question
+    walks, in situ, every path of steps from the root segment to the index's table."""
+
+    def _steps(self, path: dict[str, Any], orientation: str) -> list[Table]:
+        tables = [self.read(self.meta["steps"][i][orientation]["file"]) for i in path["steps"]]
+        return tables if orientation == "backward" else tables[::-1]
+
+    def backward(self, name: str, lids: pa.Table) -> pa.Table:
         info = self.meta["indexes"][name]
-        ords = self.reader.lookup(self._uri(info["dict"]["dir"]), keys, [(ORD, ORD)])
-        boxes = _walk(forward, self.table(name, "forward"), ords)
-        found = self.reader.ranges(self._uri(self.meta["outputs"]["dir"]), ORD, boxes, [(LID, LID)])
-        return set(found.column(LID).to_pylist())
+        ords = self.output_ordinals(lids)
+        found = []
+        for path in info["paths"]:
+            boxes = _walk(backward, self._steps(path, "backward"), ords)
+            found.append(self.values(path["dict"]["dir"], info["attrs"], boxes))
+        if len(found) == 1:
+            return found[0]
+        return pa.concat_tables(found).group_by(info["attrs"]).aggregate([])  # a table read twice: distinct
+
+    def forward(self, name: str, keys: pa.Table) -> set[int]:
+        lids: set[int] = set()
+        for path in self.meta["indexes"][name]["paths"]:
+            ords = self.value_ordinals(path["dict"]["dir"], keys)
+            lids |= self.output_lids(_walk(forward, self._steps(path, "forward"), ords))
+        return lids
 
 
-def _walk(direction: Any, table: Table, ords: pa.Table) -> Boxes:
-    """One in-situ step from the ordinals in ``ords`` (ranges out, not rows)."""
-    cells = ords.column(ORD).to_numpy()
-    if not len(cells):
+def open_compressed(store: ResultsStore, run_dir: str, meta: dict[str, Any]) -> ProvrcPairs:
+    """The compressed indexes of a run in the layout it was written in."""
+    return (SegmentPaths if meta.get("layout") == "segments" else ProvrcPairs)(store, run_dir, meta)
+
+
+def _walk(direction: Any, tables: list[Table], ords: np.ndarray) -> Boxes:
+    """In-situ steps from the ordinals ``ords`` along ``tables`` (ranges out, not rows); no
+    table: the ordinals themselves (a model segment at the root)."""
+    if not len(ords):
         return Boxes(np.empty((0, 1), np.int64), np.empty((0, 1), np.int64))
-    return direction([table], cells)
+    return direction(tables, ords) if tables else Boxes.of(ords, 1)

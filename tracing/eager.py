@@ -20,12 +20,13 @@ from pyspark.sql import DataFrame, SparkSession
 from materialization.capture import LID, lid_columns, lid_of
 from materialization.compile import ref
 from materialization.compressed_index import COMPRESSED
-from materialization.indexes import FN, index_name
+from materialization.indexes import index_name
+from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task
 from segmenter.segments import Segment
-from tracing.compressed import ProvrcPairs
+from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage, ReasoningRows, TraceStat
@@ -82,7 +83,7 @@ class EagerIndex:
         self.storage = storage
         self.pairs: PairIndex = (
             ParquetPairs(self.reader, self.run_dir, self.meta) if storage == "pairs"
-            else ProvrcPairs(store, self.run_dir, self.meta[COMPRESSED])
+            else open_compressed(store, self.run_dir, self.meta[COMPRESSED])
         )
 
     def _uri(self, directory: str) -> str:

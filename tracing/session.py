@@ -277,9 +277,7 @@ class Run:
         sizes += [d["bytes"] for sets in meta["controls"].values() for d in sets.values()]
         compressed = meta.get(COMPRESSED)
         if compressed:
-            sizes.append(compressed["outputs"]["bytes"])
-            sizes += [d["bytes"] for info in compressed["indexes"].values() for d in info.values()
-                      if isinstance(d, dict)]
+            sizes.append(compressed["bytes"])
         return sum(sizes) + (meta["ctl"]["bytes"] if meta.get("ctl") else 0)
 
     @property

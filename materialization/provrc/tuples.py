@@ -30,6 +30,7 @@ from materialization.provrc.table import Table
 
 ORD = "__ord"
 LID = "__lid"  # materialization.capture.LID (not imported: this package stays free of Spark)
+FN = "__fn"  # the model-call id column of a fn-<segment> index
 
 
 @dataclass(frozen=True)
@@ -133,11 +134,19 @@ def encode_run(
     for name, table in pairs.items():
         out = outputs.ordinals(_lids(table))
         numbering = by_first_use(table.drop_columns([LID]), out)
-        shapes = (max(len(outputs.lids), 1),), (max(numbering.values.num_rows, 1),)  # never 0 cells
-        relation = Relation(out[:, None], numbering.of[:, None], *shapes)
-        encoded[name] = Encoded(numbering.dictionary(), {o: compress(relation, o) for o in orientations},
-                                len(relation))
+        tables = compress_pairs(out, numbering, len(outputs.lids), orientations)
+        encoded[name] = Encoded(numbering.dictionary(), tables, len(out))
     return outputs, encoded
+
+
+def compress_pairs(
+    out: np.ndarray, values: Numbering, n_out: int, orientations: tuple[str, ...]
+) -> dict[str, Table]:
+    """The relation (output ordinal ``out[j]``, value ordinal ``values.of[j]``) compressed in
+    each orientation."""
+    shapes = (max(n_out, 1),), (max(values.values.num_rows, 1),)  # never 0 cells
+    relation = Relation(out[:, None], values.of[:, None], *shapes)
+    return {o: compress(relation, o) for o in orientations}
 
 
 def _lids(table: pa.Table) -> np.ndarray:

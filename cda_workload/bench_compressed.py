@@ -13,9 +13,11 @@ model calls of a segment):
    ordinal form needs, and the eager backend's own backward pair index (``(lid, key...)``);
 2. compression time per million pairs (the run's encode step, in the driver);
 3. backward latency for 1 and 100 random output rows (all, when fewer) and forward latency for
-   1 and ~1 % of the index's lineage rows: the eager pair index, ProvRC in situ, and
-   decompress-then-query (the ProvRC file read and expanded to rows, then filtered); medians of
-   ``--repeat``, every answer checked equal to the eager one.
+   1 and ~1 % of the index's lineage rows: the eager pair index, ProvRC in situ, ProvRC kept
+   per segment and walked along the path of segments (a second run with
+   ``Capture(compose=False)``), and decompress-then-query (the ProvRC file read and expanded
+   to rows, then filtered); medians of ``--repeat``, every answer checked equal to the eager
+   one.
 
 Writes ``bench_compressed.json`` and ``bench_compressed.md`` under ``--out``.
 """
@@ -42,11 +44,11 @@ from cda_workload.bench_eager import cases, register
 from cda_workload.bench_provrc import median_time
 from materialization.capture import LID, Capture
 from materialization.provrc.parquet import read, write, write_relation
-from materialization.provrc.tuples import ORD
 from tracing import LineageSession, Run
 from tracing.compressed import ProvrcPairs
 from tracing.eager import ParquetPairs
 
+WAYS = ("eager", "provrc", "segments", "decompress")
 FORMS = ("none", "snappy", "gzip", "zstd")
 SIZES = ("raw", *(f"{kind}_{form}" for kind in ("parquet", "provrc") for form in ("snappy", "gzip", "zstd")))
 
@@ -65,20 +67,16 @@ class Decompressing:
 
     def backward(self, name: str, lids: pa.Table) -> pa.Table:
         p = self.provrc
-        ords = p.reader.lookup(p._uri(p.meta["outputs"]["dir"]), lids, [(ORD, ORD)]).column(ORD).to_numpy()
         pairs = self._pairs(name, "backward")
-        cells = np.unique(pairs[np.isin(pairs[:, 0], ords), 1])
-        attrs = p.meta["indexes"][name]["attrs"]
-        keys = pa.table({ORD: pa.array(cells, pa.int64())})
-        return p.reader.lookup(p._uri(p.meta["indexes"][name]["dict"]["dir"]), keys, [(a, a) for a in attrs])
+        cells = np.unique(pairs[np.isin(pairs[:, 0], p.output_ordinals(lids)), 1])
+        info = p.meta["indexes"][name]
+        return p.values(info["dict"]["dir"], info["attrs"], cells)
 
     def forward(self, name: str, keys: pa.Table) -> set[int]:
         p = self.provrc
-        ords = p.reader.lookup(p._uri(p.meta["indexes"][name]["dict"]["dir"]), keys, [(ORD, ORD)])
+        ords = p.value_ordinals(p.meta["indexes"][name]["dict"]["dir"], keys)
         pairs = self._pairs(name, "forward")
-        cells = np.unique(pairs[np.isin(pairs[:, 1], ords.column(ORD).to_numpy()), 0])
-        found = p.reader.lookup(p._uri(p.meta["outputs"]["dir"]), pa.table({ORD: cells}), [(LID, LID)])
-        return set(found.column(LID).to_pylist())
+        return p.output_lids(np.unique(pairs[np.isin(pairs[:, 1], ords), 0]))
 
 
 def _rows(table: pa.Table) -> set[tuple]:
@@ -100,15 +98,17 @@ def storage(provrc: ProvrcPairs, pairs_meta: dict[str, Any], name: str, tmp: Pat
     return out
 
 
-def latency(run: Run, name: str, repeat: int, rng: random.Random) -> dict[str, Any]:
-    """Backward (1, 100 output rows) and forward (1, ~1 % of lineage rows) per storage."""
+def latency(run: Run, segments: Run, name: str, repeat: int, rng: random.Random) -> dict[str, Any]:
+    """Backward (1, 100 output rows) and forward (1, ~1 % of lineage rows) per storage;
+    ``segments`` is the same task captured with ``compose=False`` (equal lineage ids)."""
     eager, compressed = run._index("eager"), run._index("compressed")
     pairs, provrc = eager.pairs, compressed.pairs
     assert isinstance(pairs, ParquetPairs) and isinstance(provrc, ProvrcPairs)
-    ways = {"eager": pairs, "provrc": provrc, "decompress": Decompressing(provrc)}
-    out_lids = provrc.reader.scan(provrc._uri(provrc.meta["outputs"]["dir"]), [(LID, LID)]).column(LID)
+    ways = {"eager": pairs, "provrc": provrc, "segments": segments._index("compressed").pairs,
+            "decompress": Decompressing(provrc)}
+    out_lids = provrc.reader.scan(provrc.uri(provrc.meta["outputs"]["dir"]), [(LID, LID)]).column(LID)
     lids = out_lids.to_pylist()
-    dictionary = provrc.reader.scan(provrc._uri(provrc.meta["indexes"][name]["dict"]["dir"]))
+    dictionary = provrc.reader.scan(provrc.uri(provrc.meta["indexes"][name]["dict"]["dir"]))
     attrs = provrc.meta["indexes"][name]["attrs"]
     found: dict[str, Any] = {}
     for size in (1, 100):
@@ -137,8 +137,12 @@ def measure(als: LineageSession, case: Any, repeat: int, seed: int, log: Callabl
     started = time.perf_counter()
     run = als.run(case.sql, backend="eager", capture=Capture(storage=("pairs", "provrc")))
     log(f"  run {run.id}: {time.perf_counter() - started:.1f} s, {run.record['output']['rows']} output rows")
+    segments = als.run(case.sql, backend="compressed", capture=Capture(compose=False))
     meta = run.record["capture"]
     compressed = meta["compressed"]
+    per_segment = segments.record["capture"]["compressed"]
+    log(f"  per segment: {len(per_segment['steps'])} steps, {per_segment['bytes']:,} B "
+        f"(composed {compressed['bytes']:,} B)")
     provrc = run._index("compressed").pairs
     assert isinstance(provrc, ProvrcPairs)
     records = []
@@ -148,11 +152,13 @@ def measure(als: LineageSession, case: Any, repeat: int, seed: int, log: Callabl
             rec: dict[str, Any] = {
                 "workload": case.workload, "query": case.query, "sf": float(case.scale), "index": name,
                 "output_rows": run.record["output"]["rows"], "task_s": run.record["task_seconds"],
-                "encode_s_run": compressed["seconds"],
+                "encode_s_run": compressed["seconds"], "composed_bytes_run": compressed["bytes"],
+                "segments_bytes_run": per_segment["bytes"], "segments_steps": len(per_segment["steps"]),
+                "segments_encode_s_run": per_segment["seconds"],
                 "load_before": os.getloadavg(),
             }
             rec |= storage(provrc, meta, name, Path(tmp))
-            rec |= latency(run, name, repeat, rng)
+            rec |= latency(run, segments, name, repeat, rng)
             rec["load_after"] = os.getloadavg()
             log(
                 f"  {name}: {rec['pairs']} pairs, ProvRC {rec['provrc_rows']} rows, "
@@ -192,7 +198,21 @@ def markdown(records: list[dict], info: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "## Latency (ms): eager pair index / ProvRC in situ / decompress-then-query",
+        "## The whole run's ProvRC files: composed vs per segment (`Capture(compose=False)`)",
+        "",
+        "| SF | query | steps | composed kB | per segment kB | encode s composed / per segment |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    runs = {(r["sf"], r["query"]): r for r in records}
+    for (sf, query), r in runs.items():
+        lines.append(
+            f"| {sf} | {query} | {r['segments_steps']} | {_kb(r['composed_bytes_run'])} "
+            f"| {_kb(r['segments_bytes_run'])} | {r['encode_s_run']:.2f} / {r['segments_encode_s_run']:.2f} |"
+        )
+    lines += [
+        "",
+        "## Latency (ms): eager pair index / ProvRC in situ (composed) / ProvRC in situ along the "
+        "segments' path / decompress-then-query",
         "",
         "| SF | query | index | backward 1 | backward 100 | forward 1 | forward 1 % (keys) "
         "| encode s per M pairs |",
@@ -200,7 +220,7 @@ def markdown(records: list[dict], info: dict[str, Any]) -> str:
     ]
 
     def trio(r: dict, what: str) -> str:
-        return " / ".join(f"{1000 * r[f'{what}_{w}_s']:.1f}" for w in ("eager", "provrc", "decompress"))
+        return " / ".join(f"{1000 * r[f'{what}_{w}_s']:.1f}" for w in WAYS)
 
     for r in records:
         lines.append(

@@ -37,7 +37,7 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
 
 
 def list_runs(args: argparse.Namespace, progress: Progress) -> None:
-    als = open_session(args.store, progress)
+    als = open_session(args.store, progress, existing=True)
     records = sorted((als.store.read_run(r) for r in als.runs()), key=lambda r: r.get("created", ""))
     rows = [
         {
@@ -98,7 +98,7 @@ def _load(args: argparse.Namespace, progress: Progress) -> Run:
     for option, n in (("--sample", args.sample), ("--most-uncertain", args.most_uncertain)):
         if n is not None and n < 1:
             raise ValueError(f"{option} must be at least 1, got {n}")
-    return open_session(args.store, progress).load_run(args.run_id)
+    return open_session(args.store, progress, existing=True).load_run(args.run_id)
 
 
 def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[AugmentedLineage]:

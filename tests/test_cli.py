@@ -113,6 +113,11 @@ def test_user_errors_exit_2_in_one_line(store: str, capsys: pytest.CaptureFixtur
     assert (
         capsys.readouterr().err.strip().splitlines()[-1] == "al: error: task file not found: no/such/task.sql"
     )
+    typo = Path(store).parent / "no-such-store"
+    assert main(["runs", "--store", str(typo)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"al: error: no results store at {typo} (give --store)"
+    assert not typo.exists()  # reading a store never creates one
 
 
 def test_report_command_writes_html_json_and_mlflow(store: str, run_id: str, tmp_path: Path) -> None:

@@ -79,14 +79,12 @@ def write_paths(store: ResultsStore, staging: str, encode: Callable[[], Paths]) 
             steps.append(info)
         indexes: dict[str, Any] = {}
         for name, found in paths.indexes.items():
-            if name.startswith("fn-"):
-                rows = paths.numbering[int(name.removeprefix("fn-"))]
-                calls = pa.table({FN: pa.array(rows.lids, pa.int64()),
-                                  ORD: pa.array(np.arange(len(rows.lids)), pa.int64())})
+            if name.startswith("fn-"):  # a model segment's calls are its rows: (__fn, __ord)
+                calls = paths.numbering[int(name.removeprefix("fn-"))].table().rename_columns([FN, ORD])
                 dicts = [_dictionary(root, name, calls)]
             else:
                 dicts = [steps[path[-1]]["dict"] for path in found]
-            attrs = [FN] if name.startswith("fn-") else _attrs(paths.steps[found[0][-1]].dictionary)
+            attrs = [FN] if name.startswith("fn-") else paths.steps[found[0][-1]].attrs
             indexes[name] = {"attrs": attrs, "paths": [{"steps": p, "dict": d} for p, d in zip(found, dicts)]}
         outputs = _outputs(root, paths.numbering[paths.root])
         return {"layout": "segments", "outputs": outputs, "steps": steps, "indexes": indexes}

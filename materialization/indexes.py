@@ -30,7 +30,7 @@ from materialization.compressed_index import COMPRESSED, write_compressed, write
 from materialization.provrc.paths import Step, encode_paths
 from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
-from segmenter.operators import Node, Source
+from segmenter.operators import Source
 from segmenter.segments import Segment
 
 REF = "__ref"
@@ -77,11 +77,11 @@ class IndexBuilder:
             return self._composed[seg.id]
         parts: dict[str, list[DataFrame]] = {}
         ctl: list[DataFrame] = []
-        for leaf, child, pairs in self.steps(seg):
-            if child is None:
-                parts.setdefault(index_name("src", leaf.table), []).append(pairs)
+        for target, pairs in self.steps(seg):
+            if isinstance(target, Source):
+                parts.setdefault(index_name("src", target.table), []).append(pairs)
                 continue
-            below, below_ctl = self.compose(child)
+            below, below_ctl = self.compose(target)
             for name, df in below.items():
                 parts.setdefault(name, []).append(_through(pairs, df))
             if below_ctl is not None:
@@ -96,7 +96,7 @@ class IndexBuilder:
         self._composed[seg.id] = found
         return found
 
-    def steps(self, seg: Segment) -> Iterator[tuple[Node, Segment | None, DataFrame]]:
+    def steps(self, seg: Segment) -> Iterator[tuple[Segment | Source, DataFrame]]:
         """Per input of ``seg`` what its rows were derived from: (__lid, __ref) pairs to a
         child segment's rows, or (__lid, attrs...) pairs to a source table's."""
         meta = self.segments[str(seg.id)]
@@ -106,10 +106,11 @@ class IndexBuilder:
             column = F.explode(ref(tag)) if info["array"] else ref(tag)
             pairs = lineage.select(ref(LID), column.alias(REF)).where(F.col(REF).isNotNull())
             child = seg.child_for(leaf)
-            if child is None:
+            if child is not None:
+                yield child, pairs
+            else:
                 assert isinstance(leaf, Source)
-                pairs = pairs.select(LID, f"{REF}.*")
-            yield leaf, child, pairs
+                yield leaf, pairs.select(LID, f"{REF}.*")
 
     def control(self, seg: Segment) -> dict[str, DataFrame]:
         """Lineage of ALL of a difference's right input: what every row of its output that
@@ -181,19 +182,19 @@ class IndexBuilder:
 
     def _collect_steps(self) -> list[Step]:
         """Every captured step below the root, its distinct pairs collected to the driver."""
-        found: list[tuple[Segment, Node, Segment | None, DataFrame]] = []
+        found: list[tuple[Segment, Segment | Source, DataFrame]] = []
         todo = [self.root]
         while todo:
             seg = todo.pop()
-            for leaf, child, pairs in self.steps(seg):
-                found.append((seg, leaf, child, pairs.distinct()))
-                todo.extend([] if child is None else [child])
+            for target, pairs in self.steps(seg):
+                found.append((seg, target, pairs.distinct()))
+                todo.extend([target] if isinstance(target, Segment) else [])
         with ThreadPoolExecutor(max_workers=4) as pool:  # independent jobs, as in build()
-            rows = list(pool.map(lambda step: step[3].toArrow(), found))
+            rows = list(pool.map(lambda step: step[2].toArrow(), found))
         return [
-            Step(seg.id, pairs, table=leaf.table) if child is None and isinstance(leaf, Source)
-            else Step(seg.id, pairs, child=None if child is None else child.id)
-            for (seg, leaf, child, _), pairs in zip(found, rows)
+            Step(seg.id, pairs, table=target.table) if isinstance(target, Source)
+            else Step(seg.id, pairs, child=target.id)
+            for (seg, target, _), pairs in zip(found, rows)
         ]
 
     def _functions(self) -> list[int]:

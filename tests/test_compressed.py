@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from cda_workload.loan_example import loan_task
 from materialization.capture import Capture, CaptureError
 from materialization.provrc import backward, forward
+from materialization.provrc.paths import REF, Step, encode_paths
 from materialization.provrc.tuples import LID, by_value, encode_run
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
 from tests.tasks_suite import register_suite_tables
@@ -197,3 +198,50 @@ def test_by_value_orders_nulls_last_and_equal() -> None:
         {"a": 1, "b": "y"}, {"a": 2, "b": "y"}, {"a": 2, "b": None}, {"a": None, "b": "x"}
     ]
     assert numbering.of.tolist() == [3, 1, 0, 3, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.integers(0, 14)), min_size=1, max_size=40),
+    st.lists(st.tuples(st.integers(0, 14), st.integers(0, 20)), min_size=1, max_size=60),
+    st.lists(st.tuples(st.integers(0, 9), st.integers(0, 20)), max_size=20),
+    st.sets(st.integers(0, 9), min_size=1),
+)
+def test_segment_paths_equal_the_composed_relation(
+    top: list[tuple[int, int]], below: list[tuple[int, int]], direct: list[tuple[int, int]], out: set[int]
+) -> None:
+    """Root rows -> child rows -> table t, and root rows -> t directly (a table read twice):
+    walking the per-segment steps backward and forward gives exactly the composed lineage
+    of the output rows ``out`` (root rows outside ``out`` are dropped); the child's model
+    calls (``fn-2``) are the child rows each output row uses."""
+
+    def pairs(rows: list[tuple[int, int]], other: str) -> pa.Table:
+        return pa.table({LID: pa.array([a for a, _ in rows], pa.int64()),
+                         other: pa.array([b for _, b in rows], pa.int64())})
+
+    steps = [Step(1, pairs(top, REF), child=2), Step(2, pairs(below, "k"), table="t"),
+             Step(1, pairs(direct, "k"), table="t")]
+    paths = encode_paths(steps, 1, np.array(sorted(out)), [2], ("backward", "forward"))
+    outputs = paths.numbering[1].lids
+
+    def walk(path: list[int], lookup: list) -> tuple[set, set]:
+        """(output id, looked-up value) pairs, backward from every output, forward from every value."""
+        down, up = set(), set()
+        for o, lid in enumerate(outputs):
+            tables = [paths.steps[i].tables["backward"] for i in path]
+            down |= {(int(lid), lookup[c]) for c in backward(tables, np.array([o]), rows=True)[:, 0]}
+        for v, value in enumerate(lookup):
+            tables = [paths.steps[i].tables["forward"] for i in reversed(path)]
+            up |= {(int(outputs[c]), value) for c in forward(tables, np.array([v]), rows=True)[:, 0]}
+        return down, up
+
+    expected = {(a, k) for a, b in top for c, k in below if b == c and a in out}
+    expected |= {(a, k) for a, k in direct if a in out}
+    got, back = set(), set()
+    for path in paths.indexes["src-t"]:
+        down, up = walk(path, paths.steps[path[-1]].dictionary.column("k").to_pylist())
+        got, back = got | down, back | up
+    assert got == expected == back
+    (path,) = paths.indexes["fn-2"]
+    down, up = walk(path, paths.numbering[2].lids.tolist())
+    assert down == up == {(a, b) for a, b in top if a in out}

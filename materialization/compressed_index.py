@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from materialization.provrc.parquet import write
 from materialization.provrc.paths import Paths
 from materialization.provrc.table import Table
-from materialization.provrc.tuples import FN, ORD, Outputs, encode_run
+from materialization.provrc.tuples import FN, ORD, Outputs, encode_run, value_attrs
 from materialization.store import ResultsStore
 
 COMPRESSED = "compressed"
@@ -55,7 +55,7 @@ def write_compressed(
         indexes: dict[str, Any] = {}
         for name, found in encoded.items():
             indexes[name] = {
-                "attrs": _attrs(found.dictionary),
+                "attrs": value_attrs(found.dictionary),
                 "pairs": found.pairs,
                 "dict": _dictionary(root, name, found.dictionary),
                 **_relations(root, name, found.tables),
@@ -122,10 +122,6 @@ def _relations(root: Path, where: str, tables: dict[str, Table]) -> dict[str, An
                       "bytes": write(table, root / where / f"{orientation}.provrc", PROVRC_CODEC)}
         for orientation, table in tables.items()
     }
-
-
-def _attrs(dictionary: pa.Table) -> list[str]:
-    return [c for c in dictionary.column_names if c != ORD]
 
 
 def _parquet(table: pa.Table, folder: Path) -> int:

@@ -44,14 +44,14 @@ class ProvrcPairs:
     def uri(self, directory: str) -> str:
         return f"file:{self.root}/{directory}"
 
-    def read(self, file: str) -> Table:
+    def relation(self, file: str) -> Table:
         """A compressed relation, read once (they are small: that is the point)."""
         if file not in self._tables:
             self._tables[file] = read(f"{self.root}/{file}")
         return self._tables[file]
 
     def table(self, name: str, orientation: str) -> Table:
-        return self.read(self.meta["indexes"][name][orientation]["file"])
+        return self.relation(self.meta["indexes"][name][orientation]["file"])
 
     def output_ordinals(self, lids: pa.Table) -> np.ndarray:
         """Ordinals of the output rows with ids ``lids``."""
@@ -90,7 +90,7 @@ class SegmentPaths(ProvrcPairs):
     walks, in situ, every path of steps from the root segment to the index's table."""
 
     def _steps(self, path: dict[str, Any], orientation: str) -> list[Table]:
-        tables = [self.read(self.meta["steps"][i][orientation]["file"]) for i in path["steps"]]
+        tables = [self.relation(self.meta["steps"][i][orientation]["file"]) for i in path["steps"]]
         return tables if orientation == "backward" else tables[::-1]
 
     def backward(self, name: str, lids: pa.Table) -> pa.Table:

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from materialization.provrc.table import Table
-from materialization.provrc.tuples import LID, ORD, Outputs, by_first_use, by_value, compress_pairs
+from materialization.provrc.tuples import LID, Outputs, by_first_use, by_value, compress_pairs, value_attrs
 
 REF = "__ref"  # a child segment's row id in a step's pairs
 
@@ -52,7 +52,7 @@ class EncodedStep:
     @property
     def attrs(self) -> list[str]:
         """A source step's lineage attributes (the dictionary's columns but the ordinal)."""
-        return [] if self.dictionary is None else [c for c in self.dictionary.column_names if c != ORD]
+        return [] if self.dictionary is None else value_attrs(self.dictionary)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,11 @@ class Outputs:
         return pa.table({LID: pa.array(self.lids[by_lid], pa.int64()), ORD: pa.array(by_lid, pa.int64())})
 
 
+def value_attrs(dictionary: pa.Table) -> list[str]:
+    """A dictionary's value columns: all but the ordinal."""
+    return [c for c in dictionary.column_names if c != ORD]
+
+
 @dataclass(frozen=True)
 class Encoded:
     """One index compressed: its dictionary, and ProvRC tables by orientation."""

@@ -13,7 +13,9 @@ For each task:
       plain Spark's, its lineage the rerun strategy's, and its forward answers the inverse of
       its backward ones;
   (g) that run keeps its indexes both as Parquet pairs and ProvRC-compressed
-      (backend="compressed"): every backward and forward answer of the one equals the other's.
+      (backend="compressed"): every backward and forward answer of the one equals the other's;
+  (h) the tracing queries give the same answer row for row whichever engine runs them
+      (DuckDB in process or Spark), and every task's full and fm runs are answered in process.
 
 Each task is run once per strategy (a module-scoped, lazy cache) and every test reads those
 runs, so ``-k <task id>`` runs only that task. Tasks that hit a known engine bug carry ``bug``
@@ -84,14 +86,17 @@ class TaskRuns:
     plain: Counter
     runs: dict[str, Run]
     outputs: dict[str, tuple[list[str], Counter]]
-    _lineage: dict[tuple[str, str], Lineage | Exception] = field(default_factory=dict)
+    _lineage: dict[tuple[str, str, str], Lineage | Exception] = field(default_factory=dict)
 
-    def lineage(self, strategy: str, target: str) -> Lineage:
-        """Lineage of ``target`` (a key of TARGETS) in the ``strategy`` run, asked once."""
-        key = (strategy, target)
+    def lineage(self, strategy: str, target: str, engine: str = "auto") -> Lineage:
+        """Lineage of ``target`` (a key of TARGETS) in the ``strategy`` run, asked once
+        (lazy runs: with the tracing queries run by ``engine``)."""
+        key = (strategy, target, engine)
         if key not in self._lineage:
             try:
                 ask = dict(TARGETS[target], backend=strategy) if strategy in CAPTURED else TARGETS[target]
+                if strategy not in CAPTURED:
+                    ask["engine"] = engine
                 self._lineage[key] = Lineage.of(self.runs[strategy].lineage(**ask))
             except Exception as exc:  # remembered: a failing lineage query fails its tests fast
                 self._lineage[key] = exc
@@ -234,6 +239,15 @@ def check_lineage_identical(r: TaskRuns, target: str) -> None:
         assert other.targets == base.targets, f"{strategy}: different targets"
         assert other.source == base.source, f"{strategy}: source lineage differs from rerun"
         assert other.reasoning == base.reasoning, f"{strategy}: reasoning lineage differs from rerun"
+
+
+@pytest.mark.parametrize("task_id", task_params())
+def test_tracing_engines_agree(suite: Suite, task_id: str) -> None:
+    """(h) Both engines answer the full run's pair alike; full and fm go in process."""
+    r = suite.runs(task_id)
+    in_process = r.lineage("full", "pair", engine="in-process")
+    assert in_process == r.lineage("full", "pair", engine="spark"), "the engines disagree"
+    assert r.lineage("fm", "pair", engine="in-process") == in_process
 
 
 def check_storage(r: TaskRuns) -> None:

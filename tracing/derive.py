@@ -1,38 +1,35 @@
 """Algorithm 1: run the tracing queries segment by segment from the root, queueing the
 intermediate lineage of each child segment, collecting source lineage at the source tables
-and reasoning lineage at every segment topped by function operators."""
+and reasoning lineage at every segment topped by function operators. Which engine runs the
+queries is the engine's business (:mod:`tracing.engines`)."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Any
 
-from pyspark.sql import DataFrame
-
-from materialization.compile import ref
 from materialization.pushdown import Restriction
-from materialization.restore import Restorer
-from materialization.settle import settle
 from segmenter.operators import Source
 from segmenter.segments import Segment
+from tracing.engines import Engine
 from tracing.lineage import AugmentedLineage, ReasoningRows, TraceStat
 from tracing.queries import trace_d, trace_non_d
 
 
-def derive(root: Segment, targets: Restriction | None, restorer: Restorer) -> AugmentedLineage:
+def derive(root: Segment, targets: Restriction | None, engine: Engine) -> AugmentedLineage:
     """Augmented lineage of ``targets`` (rows of the root segment's output; None = all)."""
     queue: deque[tuple[Segment, Restriction | None]] = deque([(root, targets)])
-    source: dict[str, list[DataFrame]] = {}
+    source: dict[str, list[Any]] = {}
     reasoning: list[ReasoningRows] = []
     stats: list[TraceStat] = []
     while queue:
         seg, r = queue.popleft()
         started = time.perf_counter()
         if seg.functions:
-            rows = r.values if r is not None and r.complete else settle(restorer.output(seg, r))[0]
+            rows = r.values if r is not None and r.complete else engine.settle(engine.output(seg, r)).rows
             for fn in seg.functions:
                 picked = [*fn.arg_columns(), fn.value, fn.reason]
-                table = rows.select(*[ref(c.id).alias(c.name) for c in picked]).distinct()
                 reasoning.append(
                     ReasoningRows(
                         fn.udf,
@@ -40,10 +37,10 @@ def derive(root: Segment, targets: Restriction | None, restorer: Restorer) -> Au
                         tuple(c.name for c in fn.arg_columns()),
                         fn.value.name,
                         fn.reason.name,
-                        table,
+                        engine.named(rows, picked, distinct=True),
                     )
                 )
-        found = (trace_d if seg.is_d else trace_non_d)(seg, r, restorer)
+        found = (trace_d if seg.is_d else trace_non_d)(seg, r, engine)
         rows_out: dict[str, int | None] = {}
         for part in found:
             label = f"segment {part.child.id}" if part.child else f"table {part.leaf.table}"  # type: ignore[attr-defined]
@@ -51,16 +48,16 @@ def derive(root: Segment, targets: Restriction | None, restorer: Restorer) -> Au
                 queue.append((part.child, part.targets))  # type: ignore[arg-type]
                 rows_out[label] = None if part.targets is None else part.targets.rows
                 continue
-            rows, count, _ = settle(part.rows)
-            rows_out[label] = (rows_out.get(label) or 0) + count
+            rows_out[label] = (rows_out.get(label) or 0) + part.rows.count
             if part.child is None:
                 leaf = part.leaf
                 assert isinstance(leaf, Source)
-                named = rows.select(*[ref(c.id).alias(c.name) for c in leaf.cols])
-                source.setdefault(leaf.table, []).append(named)
-            elif count:
+                source.setdefault(leaf.table, []).append(
+                    engine.named(part.rows.rows, leaf.cols, distinct=False)
+                )
+            elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
-                queue.append((part.child, Restriction(rows, ids, count, complete=True)))
+                queue.append((part.child, Restriction(part.rows.rows, ids, part.rows.count, complete=True)))
         stats.append(
             TraceStat(
                 seg.id,
@@ -71,12 +68,5 @@ def derive(root: Segment, targets: Restriction | None, restorer: Restorer) -> Au
                 rows_out,
             )
         )
-    merged = {table: _union_distinct(frames) for table, frames in source.items()}
+    merged = {table: engine.union_distinct(frames) for table, frames in source.items()}
     return AugmentedLineage(source=merged, reasoning=reasoning, queries=stats)
-
-
-def _union_distinct(frames: list[DataFrame]) -> DataFrame:
-    df = frames[0]
-    for other in frames[1:]:
-        df = df.unionByName(other)
-    return df.distinct() if len(frames) > 1 else df

@@ -54,6 +54,7 @@ class AugmentedLineage:
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     scope: str | None = None  # set when the answer covers less than every table, row by row
     confidence: ConfidenceAnswer | None = None  # the rows' probabilities (confidence runs)
+    engine: str | None = None  # which engine ran the tracing queries (lazy answers)
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     # --- accessors ----------------------------------------------------------------------------

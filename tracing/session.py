@@ -52,6 +52,9 @@ from tracing.confidence.rows import Target, expanded, row_confidences
 from tracing.confidence.store import FormulaStore
 from tracing.derive import derive
 from tracing.eager import EagerIndex
+from tracing.engines import Engine, choose_engine
+from tracing.engines.duck_expressions import NotInProcess
+from tracing.engines.spark_engine import SparkEngine
 from tracing.errors import NotCapturedError, TargetNotFoundError, filter_where, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
@@ -318,13 +321,16 @@ class Run:
         sample: int | None = None,
         seed: int = 0,
         backend: str | None = None,
+        engine: str = "auto",
     ) -> AugmentedLineage:
         """Augmented lineage of output rows: those matching the SQL predicate ``where``, the
         given ``rows`` (dicts by column name, or tuples in output column order), ``sample``
         rows drawn with ``seed``, or, with none of these, every output row.
 
         ``backend``: the run's own by default; ``"lazy"`` traces an eager run with tracing
-        queries instead of reading its indexes."""
+        queries instead of reading its indexes. ``engine`` runs those tracing queries:
+        ``"in-process"`` (DuckDB over the run's files, no Spark job), ``"spark"``, or
+        ``"auto"``, in process wherever that gives Spark's answers exactly."""
         if sum(x is not None for x in (where, rows, sample)) > 1:
             raise ValueError("give at most one of where=, rows=, sample=")
         backend = backend or self.backend
@@ -333,7 +339,7 @@ class Run:
         with tuned_for_lookups(self.session.spark):
             if backend in CAPTURED:
                 return self._eager_lineage(self._index(backend), where, rows, sample, seed)
-            return self._lineage(where, rows, sample, seed)
+            return self._lineage(where, rows, sample, seed, engine)
 
     def forward(
         self,
@@ -483,21 +489,34 @@ class Run:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         return index.backward(targets, lids)
 
-    def _lineage(self, where: str | None, rows: Any, sample: int | None, seed: int) -> AugmentedLineage:
+    def _lineage(
+        self, where: str | None, rows: Any, sample: int | None, seed: int, engine: str
+    ) -> AugmentedLineage:
         chosen, count, _ = settle(self._choose(where, rows, sample, seed))
         if count == 0:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         root_ids = [c.id for c in self.task.root.columns]
-        match = {c.id: c.id for c in self.task.root.match_columns()}
         complete = self.record["mode"] == "reasoning"
-        targets = Restriction(chosen.select(*[ref(c) for c in root_ids]), match, count, complete)
         restorer = Restorer(self.session.spark, self.dir, self.record["stored"])
+        chosen_ids = chosen.select(*[ref(c) for c in root_ids])
+        chosen_engine = choose_engine(self.root, restorer, complete, engine)
         with translate_udf_errors():
-            result = derive(self.root, targets, restorer)
+            try:
+                result = self._derive(chosen_engine, chosen_ids, count, complete)
+            except NotInProcess:  # a case the check missed: Spark answers, never a guess
+                if engine == "in-process":
+                    raise
+                result = self._derive(SparkEngine(restorer), chosen_ids, count, complete)
         result.targets = visible(self.task, chosen)
         result.keys = _source_keys(self.task)
         if self.backend == "confidence":
             result.confidence = row_confidences(self.formulas, self._confidence_targets(chosen))
+        return result
+
+    def _derive(self, engine: Engine, chosen: DataFrame, count: int, complete: bool) -> AugmentedLineage:
+        match = {c.id: c.id for c in self.task.root.match_columns()}
+        result = derive(self.root, Restriction(engine.targets(chosen), match, count, complete), engine)
+        result.engine = engine.name
         return result
 
     def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:

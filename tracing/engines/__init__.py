@@ -1,0 +1,92 @@
+"""Where a tracing query runs: the one seam between the tracing rules and an engine.
+
+The rules (:mod:`tracing.queries`, :mod:`tracing.derive`) speak to an :class:`Engine` in a
+handful of relational steps (read an input, tag it, evaluate a segment's body, semi-join,
+settle, split) and never learn which engine answers. Two do: Spark, which can run anything
+(model calls included), and DuckDB in this process over the run's Parquet files, which
+answers a small question without a Spark job. :func:`choose_engine` decides, per question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pyspark.sql import DataFrame
+
+from materialization.pushdown import Restriction
+from materialization.restore import Restorer
+from segmenter.operators import Col, Expr, Node
+from segmenter.segments import Segment
+from tracing.engines.duck_expressions import NotInProcess
+
+ENGINES = ("auto", "in-process", "spark")
+
+
+@dataclass(frozen=True)
+class Settled:
+    """An evaluated relation and its row count (``local``: the engine's own copy of the rows,
+    when it keeps one)."""
+
+    rows: Any
+    count: int
+    local: Any = None
+
+
+class Engine(Protocol):
+    name: str
+
+    def targets(self, df: DataFrame) -> Any:
+        """The chosen output rows (settled, by column id) as this engine's relation."""
+
+    def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> Any:
+        """A segment input: a (restricted) source table or a child segment's output."""
+
+    def output(self, seg: Segment, restriction: Restriction | None) -> Any:
+        """``seg``'s output rows in reasoning mode (stored or recomputed), restricted."""
+
+    def tagged(self, rel: Any, tag: str, cols: Sequence[Col]) -> Any:
+        """``rel`` with a column ``tag`` holding each row's ``cols`` (the paper's Split tags)."""
+
+    def body(self, node: Node, inputs: dict[int, Any]) -> Any:
+        """The σ/π/⋈/∪ operators down from ``node`` over tagged ``inputs`` (by ``id(leaf)``),
+        every operator passing the tags on."""
+
+    def with_keys(self, rel: Any, keys: Sequence[tuple[Col, Expr]]) -> Any:
+        """``rel`` with the grouping keys evaluated as columns."""
+
+    def semi(self, rel: Any, restriction: Restriction) -> Any:
+        """``rel`` ⋉ the restriction's values, null-safely."""
+
+    def settle(self, rel: Any) -> Settled:
+        """``rel`` evaluated once, so that later steps reuse it."""
+
+    def split(self, settled: Settled, tag: str) -> Settled:
+        """The distinct rows one tag holds among the settled rows."""
+
+    def named(self, rel: Any, cols: Sequence[Col], distinct: bool) -> Any:
+        """``rel``'s ``cols`` under the user's names: an answer's rows."""
+
+    def union_distinct(self, rels: list[Any]) -> Any:
+        """Rows found along several paths, each once."""
+
+
+def choose_engine(root: Segment, restorer: Restorer, complete: bool, prefer: str = "auto") -> Engine:
+    """The engine that answers a question about ``root``'s run: in process where every
+    input is a local file, small enough, and every expression the tracing queries evaluate
+    gives the same values in DuckDB; Spark otherwise (or when ``prefer`` says so)."""
+    from tracing.engines.in_process import DuckEngine, check_in_process
+    from tracing.engines.spark_engine import SparkEngine
+    from tracing.errors import LineageError
+
+    if prefer not in ENGINES:
+        raise LineageError(f"engine must be one of {', '.join(ENGINES)}, not {prefer!r}")
+    if prefer != "spark":
+        try:
+            check_in_process(root, restorer, complete)
+            return DuckEngine(restorer, root)
+        except NotInProcess as e:
+            if prefer == "in-process":
+                raise LineageError(f"this question cannot be answered in process: {e}") from None
+    return SparkEngine(restorer)

@@ -1,0 +1,247 @@
+"""Spark SQL expressions of an operator tree as DuckDB SQL, where DuckDB gives the same values.
+
+The in-process engine may evaluate an expression only where DuckDB is known to agree with
+Spark value for value. So this is an allow-list, not a translator of everything: every node
+of the parsed expression must be one of a few kinds whose semantics match (comparisons,
+boolean logic, ``IN``, ``IS NULL``, integer and decimal ``+ - *`` whose Spark result needs no
+rounding, widening casts, ``year``/``month`` of a date, ``sum``/``count``/``min``/``max``), with
+result types inferred as Spark infers them. Anything else raises :class:`NotInProcess`, and
+the question is answered by Spark instead: never an approximation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from segmenter.operators import Expr
+
+MAX_PRECISION = 38
+INTEGERS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}  # digits as a decimal
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
+_DATE_PARTS = (exp.Year, exp.Month, exp.Day)
+
+
+class NotInProcess(Exception):
+    """An expression (or input) DuckDB cannot evaluate exactly as Spark does."""
+
+
+@dataclass(frozen=True)
+class DecimalType:
+    precision: int
+    scale: int
+
+
+SqlType = str | DecimalType  # a Spark type name ('int', 'string', 'date', ...) or a decimal
+
+
+def spark_type(dtype: str) -> SqlType:
+    """A column's Spark type (``Col.dtype``) as this module reasons about it."""
+    found = _DECIMAL.fullmatch(dtype.replace(" ", ""))
+    if found:
+        return DecimalType(int(found[1]), int(found[2]))
+    return dtype.lower()
+
+
+def to_duckdb(expr: Expr, types: dict[str, SqlType]) -> str:
+    """``expr`` (Spark SQL over column ids) as DuckDB SQL; :class:`NotInProcess` where the two
+    could differ. ``types``: the Spark type of every column id the expression may read."""
+    try:
+        tree = sqlglot.parse_one(expr.sql, read="spark")
+    except sqlglot.errors.ParseError as e:
+        raise NotInProcess(f"cannot parse {expr.sql!r}") from e
+    _Checker(types).type_of(tree)
+    exact = tree.transform(lambda n: exp.Cast(this=n.this, to=n.to) if isinstance(n, exp.TryCast) else n)
+    return exact.sql("duckdb", identify=True)
+
+
+def _is_integer(t: SqlType) -> bool:
+    return isinstance(t, str) and t in INTEGERS
+
+
+def _is_numeric(t: SqlType) -> bool:
+    return _is_integer(t) or isinstance(t, DecimalType)
+
+
+def _as_decimal(t: SqlType) -> DecimalType:
+    return t if isinstance(t, DecimalType) else DecimalType(INTEGERS[t], 0)  # type: ignore[index]
+
+
+class _Checker:
+    def __init__(self, types: dict[str, SqlType]) -> None:
+        self.types = types
+
+    def type_of(self, node: exp.Expression) -> SqlType:
+        """Spark's result type of ``node``; raises where DuckDB could give another value."""
+        if isinstance(node, exp.Paren):
+            return self.type_of(node.this)
+        if isinstance(node, exp.Column):
+            name = node.name
+            if name not in self.types:
+                raise NotInProcess(f"unknown column {name!r}")
+            return self.types[name]
+        if isinstance(node, exp.Literal):
+            return self._literal(node)
+        if isinstance(node, exp.Boolean):
+            return "boolean"
+        if isinstance(node, exp.Null):
+            return "null"
+        if isinstance(node, _COMPARISONS):
+            self._comparable(self.type_of(node.this), self.type_of(node.expression), node)
+            return "boolean"
+        if isinstance(node, (exp.And, exp.Or)):
+            self._boolean(node.this)
+            self._boolean(node.expression)
+            return "boolean"
+        if isinstance(node, exp.Not):
+            self._boolean(node.this)
+            return "boolean"
+        if isinstance(node, exp.Is):
+            self.type_of(node.this)
+            if not isinstance(node.expression, exp.Null):
+                raise NotInProcess(f"IS {node.expression.sql()}")
+            return "boolean"
+        if isinstance(node, exp.In):
+            return self._in(node)
+        if isinstance(node, exp.Between):
+            left = self.type_of(node.this)
+            self._comparable(left, self.type_of(node.args["low"]), node)
+            self._comparable(left, self.type_of(node.args["high"]), node)
+            return "boolean"
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+            return self._arithmetic(node)
+        if isinstance(node, exp.Mod):
+            return self._modulo(node)
+        if isinstance(node, exp.Neg):
+            inner = self.type_of(node.this)
+            if not _is_numeric(inner):
+                raise NotInProcess(f"-{inner}")
+            return inner
+        if isinstance(node, exp.TryCast):  # sqlglot reads Spark's CAST as TRY_CAST
+            return self._cast(node)
+        if isinstance(node, _DATE_PARTS):
+            inner = node.this.this if isinstance(node.this, exp.TsOrDsToDate) else node.this
+            if self.type_of(inner) != "date":
+                raise NotInProcess(f"{node.key} of a non-date")
+            return "int"
+        if isinstance(node, exp.Like):
+            return self._like(node)
+        if isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max)):
+            return self._aggregate(node)
+        raise NotInProcess(f"{node.key} ({node.sql(dialect='spark')}) is not evaluated in process")
+
+    def _boolean(self, node: exp.Expression) -> None:
+        if self.type_of(node) not in ("boolean", "null"):
+            raise NotInProcess(f"{node.sql()} is not a boolean")
+
+    @staticmethod
+    def _literal(node: exp.Literal) -> SqlType:
+        if node.is_string:
+            return "string"
+        text = node.this
+        if re.fullmatch(r"\d+", text):
+            return (
+                "int" if int(text) < 2**31 else "bigint" if int(text) < 2**63 else DecimalType(len(text), 0)
+            )
+        if re.fullmatch(r"\d+\.\d+", text):
+            whole, frac = text.split(".")
+            return DecimalType(max(len(whole.lstrip("0")) + len(frac), len(frac), 1), len(frac))
+        raise NotInProcess(f"numeric literal {text}")
+
+    @staticmethod
+    def _comparable(a: SqlType, b: SqlType, node: exp.Expression) -> None:
+        if "null" in (a, b):
+            return
+        if (_is_numeric(a) and _is_numeric(b)) or (a == b and a in ("string", "date", "boolean")):
+            return
+        raise NotInProcess(f"comparison of {a} with {b} in {node.sql(dialect='spark')}")
+
+    def _in(self, node: exp.In) -> SqlType:
+        left = self.type_of(node.this)
+        if node.args.get("query") is not None or not node.expressions:
+            raise NotInProcess("IN over a subquery")
+        for item in node.expressions:
+            if not isinstance(item, (exp.Literal, exp.Null, exp.Boolean, exp.TryCast, exp.Neg)):
+                raise NotInProcess("IN over non-literals")
+            self._comparable(left, self.type_of(item), node)
+        return "boolean"
+
+    def _arithmetic(self, node: exp.Expression) -> SqlType:
+        a, b = self.type_of(node.this), self.type_of(node.expression)
+        if not (_is_numeric(a) and _is_numeric(b)):
+            raise NotInProcess(f"arithmetic on {a} and {b}")
+        if _is_integer(a) and _is_integer(b):
+            return a if INTEGERS[a] >= INTEGERS[b] else b  # type: ignore[index]
+        x, y = _as_decimal(a), _as_decimal(b)
+        if isinstance(node, exp.Mul):
+            precision, scale = x.precision + y.precision + 1, x.scale + y.scale
+        else:
+            scale = max(x.scale, y.scale)
+            precision = max(x.precision - x.scale, y.precision - y.scale) + scale + 1
+        if precision > MAX_PRECISION:  # Spark would round to fit: not reproduced in process
+            raise NotInProcess(f"decimal({precision},{scale}) result in {node.sql(dialect='spark')}")
+        return DecimalType(precision, scale)
+
+    def _modulo(self, node: exp.Mod) -> SqlType:
+        a = self.type_of(node.this)
+        divisor = node.expression
+        if not _is_integer(a) or not (isinstance(divisor, exp.Literal) and divisor.this.isdigit()):
+            raise NotInProcess("% other than an integer by a positive integer literal")
+        if int(divisor.this) == 0:
+            raise NotInProcess("% by zero")
+        return a
+
+    def _cast(self, node: exp.TryCast) -> SqlType:
+        source = self.type_of(node.this)
+        target = spark_type(node.to.sql(dialect="spark").lower())
+        if source == target:
+            return target
+        if isinstance(node.this, exp.Literal) and isinstance(target, DecimalType):
+            fits = re.fullmatch(r"(\d+)(?:\.(\d+))?", node.this.this)
+            if fits:  # a literal that fits the decimal exactly (Spark writes 0.5BD so)
+                whole, frac = fits[1].lstrip("0"), fits[2] or ""
+                if len(frac) <= target.scale and len(whole) <= target.precision - target.scale:
+                    return target
+        if target == "date" and isinstance(node.this, exp.Literal) and _DATE.fullmatch(node.this.this):
+            return target
+        if _is_integer(source) and _is_integer(target) and INTEGERS[source] <= INTEGERS[target]:  # type: ignore[index]
+            return target
+        if _is_numeric(source) and isinstance(target, DecimalType):
+            s = _as_decimal(source)
+            if target.scale >= s.scale and target.precision - target.scale >= s.precision - s.scale:
+                return target
+        raise NotInProcess(f"cast of {source} to {target}")
+
+    def _like(self, node: exp.Like) -> SqlType:
+        pattern = node.expression
+        if self.type_of(node.this) != "string" or not isinstance(pattern, exp.Literal):
+            raise NotInProcess("LIKE other than a string against a literal pattern")
+        if "\\" in pattern.this:  # Spark's default escape character; DuckDB has none
+            raise NotInProcess("LIKE pattern with an escape character")
+        return "boolean"
+
+    def _aggregate(self, node: exp.Expression) -> SqlType:
+        arg = node.this
+        if isinstance(arg, exp.Distinct):
+            if not isinstance(node, exp.Count) or len(arg.expressions) != 1:
+                raise NotInProcess("DISTINCT aggregate other than count of one column")
+            arg = arg.expressions[0]
+        if isinstance(node, exp.Count):
+            if not isinstance(arg, exp.Star):
+                self.type_of(arg)
+            return "bigint"
+        inner = self.type_of(arg)
+        if isinstance(node, exp.Sum):
+            if _is_integer(inner):
+                return "bigint"
+            if isinstance(inner, DecimalType):
+                return DecimalType(min(MAX_PRECISION, inner.precision + 10), inner.scale)
+            raise NotInProcess(f"sum of {inner}")
+        if _is_numeric(inner) or inner in ("string", "date"):
+            return inner
+        raise NotInProcess(f"{node.key} of {inner}")

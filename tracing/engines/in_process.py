@@ -1,0 +1,295 @@
+"""The in-process engine: tracing queries as DuckDB SQL over the run's Parquet files (stored
+intermediates and source snapshots) and Arrow tables, without a Spark job.
+
+It answers only what it can answer exactly as Spark would (:func:`check_in_process` says
+so before a question starts): every file local, every expression on the allow-list of
+:mod:`tracing.engines.duck_expressions`, and no model call to rerun.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import count
+
+import duckdb
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from materialization.compile import TAG_PREFIX
+from materialization.pushdown import Restriction, push_to_leaves
+from materialization.restore import Restorer
+from segmenter.operators import (
+    Aggregation,
+    Col,
+    Difference,
+    Expr,
+    Function,
+    Join,
+    Node,
+    Projection,
+    Selection,
+    Source,
+    Union,
+)
+from segmenter.segments import Segment
+from tracing.engines import Settled
+from tracing.engines.duck_expressions import NotInProcess, SqlType, spark_type, to_duckdb
+from tracing.parquet_reader import local_path
+
+MAX_BYTES = int(os.environ.get("AL_IN_PROCESS_BYTES", str(4 << 30)))  # larger inputs: Spark
+
+
+@dataclass(frozen=True)
+class Rel:
+    """A relation not yet evaluated: a DuckDB query and the names of its columns."""
+
+    sql: str
+    cols: tuple[str, ...]
+
+    def tags(self) -> list[str]:
+        return [c for c in self.cols if c.startswith(TAG_PREFIX)]
+
+
+def q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _parquet(uri: str) -> str:
+    path = local_path(uri)
+    if path is None:
+        raise NotInProcess(f"{uri} is not on the local file system")
+    return "read_parquet(" + "'" + f"{path}/*.parquet".replace("'", "''") + "')"
+
+
+def column_types(root: Segment) -> dict[str, SqlType]:
+    """The Spark type of every column id in the task (ids are unique in a tree)."""
+    return {c.id: spark_type(c.dtype) for node in root.top.walk() for c in node.columns}
+
+
+def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
+    """Raise :class:`NotInProcess` unless every tracing query of a question about ``root``
+    can run in process with Spark's answers: local files of bounded size, no model call to
+    rerun, and every expression the queries evaluate on DuckDB's allow-list."""
+    if local_path(restorer.run_dir) is None:
+        raise NotInProcess("the results store is not on the local file system")
+    types = column_types(root)
+    paths = []
+    for seg in root.walk():
+        stored = restorer.stored_path(seg)
+        recomputed = stored is None and (seg is not root or not complete)
+        if stored is not None:
+            paths.append(stored)
+        for node in seg.operators:
+            if isinstance(node, Function):
+                if recomputed:
+                    raise NotInProcess(f"segment {seg.id} reruns the model call {node.udf}")
+                continue
+            for e in _evaluated(node, aggregates=recomputed):
+                to_duckdb(e, types)
+        paths += [leaf.snapshot for leaf in seg.leaves if isinstance(leaf, Source)]
+    size = sum(_bytes(p) for p in dict.fromkeys(paths))
+    if size > MAX_BYTES:
+        raise NotInProcess(f"the inputs hold {size:,} bytes (in process up to {MAX_BYTES:,})")
+
+
+def _evaluated(node: Node, aggregates: bool) -> list[Expr]:
+    """The expressions a tracing query (or a recomputation) of ``node`` evaluates."""
+    if isinstance(node, Selection):
+        return list(node.condition)
+    if isinstance(node, Join):
+        return list(node.condition)
+    if isinstance(node, Projection):
+        return [e for _, e in node.outputs]
+    if isinstance(node, Aggregation):
+        return [e for _, e in (node.outputs if aggregates else node.keys)]
+    return []
+
+
+def _bytes(uri: str) -> int:
+    path = local_path(uri)
+    if path is None:
+        raise NotInProcess(f"{uri} is not on the local file system")
+    return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+
+
+class DuckEngine:
+    name = "in-process"
+
+    def __init__(self, restorer: Restorer, root: Segment) -> None:
+        self.restorer = restorer
+        self.types = column_types(root)
+        self.con = duckdb.connect(config={"threads": 2})
+        self._names = count()
+        self._tag_cols: dict[str, tuple[str, ...]] = {}
+        self._sql: dict[str, str] = {}
+
+    # --- the engine's steps ---------------------------------------------------------------------
+    def targets(self, df: DataFrame) -> Rel:
+        return self._register(df.toArrow()).rows
+
+    def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> Rel:
+        child = seg.child_for(leaf)
+        if child is not None:
+            return self.output(child, restriction)
+        assert isinstance(leaf, Source)
+        return self._restricted(self._source(leaf), restriction)
+
+    def output(self, seg: Segment, restriction: Restriction | None) -> Rel:
+        path = self.restorer.stored_path(seg)
+        if path is not None:  # an eager run stores lineage columns beside the segment's own
+            ids = [c.id for c in seg.top.columns]
+            rel = Rel(f"SELECT {', '.join(q(c) for c in ids)} FROM {_parquet(path)}", tuple(ids))
+        else:
+            pushed = push_to_leaves(seg.top, seg.leaves, restriction)
+            inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}
+            rel = self._compile(seg.top, inputs, tagged=False)
+        return self._restricted(rel, restriction)
+
+    def tagged(self, rel: Rel, tag: str, cols: Sequence[Col]) -> Rel:
+        self._tag_cols[tag] = tuple(c.id for c in cols)
+        fields = ", ".join(f"{q(c.id)} := {q(c.id)}" for c in cols)
+        return Rel(f"SELECT *, struct_pack({fields}) AS {q(tag)} FROM ({rel.sql})", (*rel.cols, tag))
+
+    def body(self, node: Node, inputs: dict[int, Rel]) -> Rel:
+        return self._compile(node, inputs, tagged=True)
+
+    def with_keys(self, rel: Rel, keys: Sequence[tuple[Col, Expr]]) -> Rel:
+        ids = [c.id for c, _ in keys]
+        kept = [c for c in rel.cols if c not in ids]
+        exprs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in keys]
+        return Rel(f"SELECT {', '.join([*map(q, kept), *exprs])} FROM ({rel.sql})", (*kept, *ids))
+
+    def semi(self, rel: Rel, restriction: Restriction) -> Rel:
+        return self._restricted(rel, restriction)
+
+    def settle(self, rel: Rel) -> Settled:
+        return self._register(self.con.sql(rel.sql).to_arrow_table())
+
+    def split(self, settled: Settled, tag: str) -> Settled:
+        fields = ", ".join(f"{q(tag)}.{q(c)} AS {q(c)}" for c in self._tag_cols[tag])
+        sql = f"SELECT DISTINCT {fields} FROM ({settled.rows.sql}) WHERE {q(tag)} IS NOT NULL"
+        return self.settle(Rel(sql, self._tag_cols[tag]))
+
+    def named(self, rel: Rel, cols: Sequence[Col], distinct: bool) -> pa.Table:
+        picked = ", ".join(f"{q(c.id)} AS {q(c.name)}" for c in cols)
+        return self.con.sql(
+            f"SELECT {'DISTINCT ' if distinct else ''}{picked} FROM ({rel.sql})"
+        ).to_arrow_table()
+
+    def union_distinct(self, rels: list[pa.Table]) -> pa.Table:
+        if len(rels) == 1:
+            return rels[0]
+        names = [self._register(t).rows.sql for t in rels]
+        return self.con.sql(" UNION ".join(f"({s})" for s in names)).to_arrow_table()
+
+    # --- helpers ----------------------------------------------------------------------------------
+    def _register(self, table: pa.Table) -> Settled:
+        name = f"__settled_{next(self._names)}"
+        self.con.register(name, table)
+        return Settled(Rel(f"SELECT * FROM {name}", tuple(table.column_names)), table.num_rows, table)
+
+    def _expr(self, e: Expr) -> str:
+        if e.sql not in self._sql:
+            self._sql[e.sql] = to_duckdb(e, self.types)
+        return self._sql[e.sql]
+
+    def _restricted(self, rel: Rel, restriction: Restriction | None) -> Rel:
+        if restriction is None:
+            return rel
+        on = {n: v for v, n in restriction.on.items() if n in rel.cols}
+        if not on:
+            return rel
+        values: Rel = restriction.values
+        cond = " AND ".join(f"x.{q(n)} IS NOT DISTINCT FROM v.{q(v)}" for n, v in on.items())
+        return Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({values.sql}) v ON {cond}", rel.cols)
+
+    def _source(self, node: Source) -> Rel:
+        picked = ", ".join(f"{q(c.name)} AS {q(c.id)}" for c in node.cols)
+        return Rel(f"SELECT {picked} FROM {_parquet(node.snapshot)}", tuple(c.id for c in node.cols))
+
+    def _compile(self, node: Node, inputs: dict[int, Rel], tagged: bool) -> Rel:
+        given = inputs.get(id(node))
+        if given is not None:
+            return given
+        if isinstance(node, Source):
+            return self._source(node)
+        if isinstance(node, Function):
+            raise NotInProcess(f"the model call {node.udf} runs in Spark")
+        kids = [self._compile(child, inputs, tagged) for child in node.children]
+        if isinstance(node, Selection):
+            cond = " AND ".join(f"({self._expr(e)})" for e in node.condition)
+            return Rel(f"SELECT * FROM ({kids[0].sql}) WHERE {cond}", kids[0].cols)
+        if isinstance(node, Projection):
+            tags = kids[0].tags()
+            exprs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.outputs] + [q(t) for t in tags]
+            ids = tuple(c.id for c, _ in node.outputs)
+            return Rel(f"SELECT {', '.join(exprs)} FROM ({kids[0].sql})", (*ids, *tags))
+        if isinstance(node, Join):
+            return self._join(node, kids, tagged)
+        if isinstance(node, Aggregation):
+            return self._aggregation(node, kids[0])
+        if isinstance(node, Union):
+            return self._union(node, kids)
+        if isinstance(node, Difference):
+            return self._difference(node, kids)
+        raise NotInProcess(f"operator {type(node).__name__}")
+
+    def _join(self, node: Join, kids: list[Rel], tagged: bool) -> Rel:
+        if node.semi and not tagged:
+            cond = " AND ".join(f"({self._expr(e)})" for e in node.condition) or "TRUE"
+            return Rel(
+                f"SELECT x.* FROM ({kids[0].sql}) x SEMI JOIN ({kids[1].sql}) y ON {cond}", kids[0].cols
+            )
+        pending = list(node.condition)
+        available = {c.id for c in node.inputs[0].columns}
+        sql = f"({kids[0].sql}) t0"
+        for j, (child, kid) in enumerate(zip(node.inputs[1:], kids[1:]), start=1):
+            available |= {c.id for c in child.columns}
+            usable = [e for e in pending if e.refs <= available]
+            pending = [e for e in pending if e not in usable]
+            if usable:
+                cond = " AND ".join(f"({self._expr(e)})" for e in usable)
+                sql += f" JOIN ({kid.sql}) t{j} ON {cond}"
+            else:
+                sql += f" CROSS JOIN ({kid.sql}) t{j}"
+        cols = tuple(c for kid in kids for c in kid.cols)
+        if node.semi:  # tagged: keep the right input's tags, not its columns
+            cols = tuple(c.id for c in node.inputs[0].columns) + tuple(
+                c for c in cols if c.startswith(TAG_PREFIX)
+            )
+        return Rel(f"SELECT {', '.join(map(q, cols))} FROM {sql}", cols)
+
+    def _aggregation(self, node: Aggregation, kid: Rel) -> Rel:
+        keys = [(c, self._expr(e)) for c, e in node.keys]
+        aggs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.aggregates]
+        picked = ", ".join([*(f"{s} AS {q(c.id)}" for c, s in keys), *aggs])
+        if not aggs:
+            inner = f"SELECT DISTINCT {picked} FROM ({kid.sql})"
+        else:
+            group = f" GROUP BY {', '.join(s for _, s in keys)}" if keys else ""
+            inner = f"SELECT {picked} FROM ({kid.sql}){group}"
+        ids = tuple(c.id for c in node.columns)
+        return Rel(f"SELECT {', '.join(map(q, ids))} FROM ({inner})", ids)
+
+    def _union(self, node: Union, kids: list[Rel]) -> Rel:
+        parts = []
+        for child, kid in zip(node.inputs, kids):
+            mapped = [f"{q(s.id)} AS {q(o.id)}" for s, o in zip(child.match_columns(), node.outputs)]
+            parts.append(f"(SELECT {', '.join(mapped + [q(t) for t in kid.tags()])} FROM ({kid.sql}))")
+        tags = tuple(dict.fromkeys(t for kid in kids for t in kid.tags()))
+        return Rel(" UNION ALL BY NAME ".join(parts), (*(o.id for o in node.outputs), *tags))
+
+    def _difference(self, node: Difference, kids: list[Rel]) -> Rel:
+        left_cols = [c.id for c in node.left.match_columns()]
+        left = f"SELECT {', '.join(map(q, left_cols))} FROM ({kids[0].sql})"
+        renamed = zip(node.right.match_columns(), left_cols)
+        right = f"SELECT {', '.join(f'{q(s.id)} AS {q(t)}' for s, t in renamed)} FROM ({kids[1].sql})"
+        if node.kind == "all":
+            return Rel(f"({left}) EXCEPT ALL ({right})", tuple(left_cols))
+        if node.kind == "distinct":
+            return Rel(f"({left}) EXCEPT ({right})", tuple(left_cols))
+        cond = " AND ".join(f"x.{q(c)} IS NOT DISTINCT FROM y.{q(c)}" for c in left_cols)
+        sql = f"SELECT x.* FROM ({left}) x ANTI JOIN ({right}) y ON {cond}"
+        return Rel(sql, tuple(left_cols))

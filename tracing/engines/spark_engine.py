@@ -1,0 +1,80 @@
+"""The Spark engine: tracing queries as DataFrames, run where the task ran (any store, any
+size, model calls rerun in reasoning mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from materialization.compile import Compiler, ref
+from materialization.pushdown import Restriction
+from materialization.restore import Restorer
+from materialization.settle import settle
+from segmenter.operators import Col, Expr, Node
+from segmenter.segments import Segment
+from tracing.engines import Settled
+
+
+class SparkEngine:
+    name = "spark"
+
+    def __init__(self, restorer: Restorer) -> None:
+        self.restorer = restorer
+        self.spark = restorer.spark
+
+    def targets(self, df: DataFrame) -> DataFrame:
+        return df
+
+    def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> DataFrame:
+        return self.restorer.leaf_input(seg, leaf, restriction)
+
+    def output(self, seg: Segment, restriction: Restriction | None) -> DataFrame:
+        return self.restorer.output(seg, restriction)
+
+    def tagged(self, rel: DataFrame, tag: str, cols: Sequence[Col]) -> DataFrame:
+        return rel.withColumn(tag, F.struct(*[ref(c.id) for c in cols]))
+
+    def body(self, node: Node, inputs: dict[int, DataFrame]) -> DataFrame:
+        return Compiler(self.spark, tagged=True, inputs=lambda n: inputs.get(id(n))).compile(node)
+
+    def with_keys(self, rel: DataFrame, keys: Sequence[tuple[Col, Expr]]) -> DataFrame:
+        return rel.withColumns({c.id: F.expr(e.sql) for c, e in keys})
+
+    def semi(self, rel: DataFrame, restriction: Restriction) -> DataFrame:
+        return restriction.apply(rel)
+
+    def settle(self, rel: DataFrame) -> Settled:
+        rows, count, local = settle(rel)
+        return Settled(rows, count, local)
+
+    def split(self, settled: Settled, tag: str) -> Settled:
+        """On the driver when the joined rows were collected, else one distinct pass."""
+        joined: DataFrame = settled.rows
+        if settled.local is None:
+            return self.settle(joined.where(F.col(tag).isNotNull()).select(f"{tag}.*").distinct())
+        unique = {_frozen(r[tag]): r[tag] for r in settled.local if r[tag] is not None}
+        schema = joined.schema[tag].dataType
+        rows = self.spark.createDataFrame(list(unique.values()), schema)  # type: ignore[arg-type]
+        return Settled(rows, len(unique))
+
+    def named(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame:
+        named = rel.select(*[ref(c.id).alias(c.name) for c in cols])
+        return named.distinct() if distinct else named
+
+    def union_distinct(self, rels: list[Any]) -> DataFrame:
+        df = rels[0]
+        for other in rels[1:]:
+            df = df.unionByName(other)
+        return df.distinct() if len(rels) > 1 else df
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for a row value (structs and arrays become tuples)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    return value

@@ -9,7 +9,7 @@ can split joined rows back into the rows of each input (the paper's Split operat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -58,9 +58,16 @@ def null_safe_match(left: DataFrame, right: DataFrame, on: dict[str, str], how: 
     return left.join(renamed, cond, how)
 
 
+def read_columns(spark: SparkSession, path: str, cols: Sequence[tuple[str, str]]) -> DataFrame:
+    """The named (column, Spark type) of a Parquet directory: with the schema given, Spark
+    runs no job to infer it from the files."""
+    schema = ", ".join(f"`{name.replace('`', '``')}` {dtype}" for name, dtype in cols)
+    return spark.read.schema(schema).parquet(path)
+
+
 def read_source(spark: SparkSession, source: Source) -> DataFrame:
     """A source snapshot with its columns renamed to their ids."""
-    df = spark.read.parquet(source.snapshot)
+    df = read_columns(spark, source.snapshot, [(c.name, c.dtype) for c in source.cols])
     return df.select(*[F.col(f"`{c.name}`").alias(c.id) for c in source.cols])
 
 

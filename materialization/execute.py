@@ -19,7 +19,7 @@ from materialization.formulas import capture_formulas
 from materialization.indexes import IndexBuilder
 from materialization.store import ResultsStore
 from materialization.strategies import run_mode, stores
-from reasoning_udfs.udf import ERROR_MARKER, lookup
+from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Task, to_dict
 from segmenter.segments import Segment, render_segments
@@ -175,7 +175,7 @@ def translate_udf_errors() -> Iterator[None]:
     """A UDF failure inside a Spark job becomes one readable line naming the UDF and row."""
     try:
         yield
-    except (Py4JJavaError, PySparkException) as exc:
+    except (Py4JJavaError, PySparkException, UDFRowError) as exc:  # the last: run in process
         found = re.search(f"{ERROR_MARKER}(.*?){ERROR_MARKER}", str(exc), re.S)
         if found:
             raise UDFError("UDF " + found.group(1).strip()) from None

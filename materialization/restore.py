@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from materialization.compile import Compiler, read_source, ref
+from materialization.compile import Compiler, read_columns, read_source, ref
 from materialization.pushdown import Restriction, push_to_leaves
 from segmenter.operators import Node, Source
 from segmenter.segments import Segment
@@ -34,7 +34,10 @@ class Restorer:
         """``seg``'s output rows in reasoning mode, restricted to ``restriction``."""
         path = self.stored_path(seg)
         if path is not None:  # an eager run stores lineage columns beside the segment's own
-            df = self.spark.read.parquet(path).select(*[ref(c.id) for c in seg.top.columns])
+            cols = seg.top.columns
+            df = read_columns(self.spark, path, [(c.id, c.dtype) for c in cols]).select(
+                *[ref(c.id) for c in cols]
+            )
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}

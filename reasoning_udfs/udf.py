@@ -10,7 +10,7 @@ Models should override the ``*_batch`` methods to run inference on a whole Arrow
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -85,19 +85,24 @@ class ReasoningUDF:
 
     def spark_udf(self, mode: str) -> Any:
         """The Arrow UDF for ``mode`` ('normal' or 'reasoning')."""
+        return F.arrow_udf(self.arrow_function(mode), self.output_type(mode))
+
+    def output_type(self, mode: str) -> DataType:
+        """Spark's type of a call's result: the Value, or in reasoning mode (value, reason)."""
         if mode not in ("normal", "reasoning"):
             raise ValueError(f"mode must be 'normal' or 'reasoning', not {mode!r}")
-        reasoning = mode == "reasoning"
         value_type = parse_type(self.value_type)
         reason_type = parse_type(self.reason_type)
         check_reason_type(self.name, reason_type)
-        if reasoning:
-            out_type: DataType = StructType(
-                [StructField("value", value_type), StructField("reason", reason_type)]
-            )
-        else:
-            out_type = value_type
-        arrow_type = to_arrow_type(out_type)
+        if mode == "reasoning":
+            return StructType([StructField("value", value_type), StructField("reason", reason_type)])
+        return value_type
+
+    def arrow_function(self, mode: str) -> Callable[..., pa.Array]:
+        """The function Spark calls on Arrow batches of the arguments; the in-process tracing
+        engine calls the very same one, so a rerun call gives what Spark's gives."""
+        reasoning = mode == "reasoning"
+        arrow_type = to_arrow_type(self.output_type(mode))
         udf_self = self
 
         def run(*arrays: pa.Array) -> pa.Array:
@@ -110,7 +115,7 @@ class ReasoningUDF:
             return pa.array(data, type=arrow_type)
 
         run.__name__ = self.name
-        return F.arrow_udf(run, out_type)
+        return run
 
     def import_path(self) -> str:
         return type(self).__module__

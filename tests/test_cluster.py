@@ -31,6 +31,8 @@ def test_cluster_checks_pass_on_local_cluster(tmp_path: Path) -> None:
         {
             "AL_TEST_MASTER": MASTER,
             "SPARK_LOCAL_IP": "127.0.0.1",
+            # lineage traced by Spark's executors, not in this process
+            "AL_TRACING_ENGINE": "spark",
             # executors run in their own processes: they import tests.tasks_suite from here
             "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p),
         }

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cached_property
@@ -30,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization.capture import Capture
-from materialization.compile import ref, visible
+from materialization.compile import read_columns, ref, visible
 from materialization.compressed_index import COMPRESSED
 from materialization.execute import execute_run, translate_udf_errors
 from materialization.formulas import VAR, root_vars
@@ -52,8 +53,9 @@ from tracing.confidence.rows import Target, expanded, row_confidences
 from tracing.confidence.store import FormulaStore
 from tracing.derive import derive
 from tracing.eager import EagerIndex
-from tracing.engines import Engine, choose_engine
+from tracing.engines import Engine, Settled, choose_engine
 from tracing.engines.duck_expressions import NotInProcess
+from tracing.engines.in_process import DuckEngine
 from tracing.engines.spark_engine import SparkEngine
 from tracing.errors import NotCapturedError, TargetNotFoundError, filter_where, first_line
 from tracing.forward import ForwardLineage
@@ -250,8 +252,10 @@ class Run:
     @cached_property
     def _stored_output(self) -> DataFrame:
         """The root's rows by column id (an eager run stores lineage columns beside them)."""
-        df = self.session.spark.read.parquet(f"{self.dir}/{self.record['output']['dir']}")
-        return df.select(*[ref(c.id) for c in self.task.root.columns])
+        cols = self.task.root.columns
+        path = f"{self.dir}/{self.record['output']['dir']}"
+        df = read_columns(self.session.spark, path, [(c.id, c.dtype) for c in cols])
+        return df.select(*[ref(c.id) for c in cols])
 
     def _index(self, backend: str) -> EagerIndex:
         """The run's captured indexes as kept for ``backend`` (eager: Parquet pairs,
@@ -321,7 +325,7 @@ class Run:
         sample: int | None = None,
         seed: int = 0,
         backend: str | None = None,
-        engine: str = "auto",
+        engine: str | None = None,
     ) -> AugmentedLineage:
         """Augmented lineage of output rows: those matching the SQL predicate ``where``, the
         given ``rows`` (dicts by column name, or tuples in output column order), ``sample``
@@ -330,7 +334,8 @@ class Run:
         ``backend``: the run's own by default; ``"lazy"`` traces an eager run with tracing
         queries instead of reading its indexes. ``engine`` runs those tracing queries:
         ``"in-process"`` (DuckDB over the run's files, no Spark job), ``"spark"``, or
-        ``"auto"``, in process wherever that gives Spark's answers exactly."""
+        ``"auto"`` (the default, or ``$AL_TRACING_ENGINE``), in process wherever that gives
+        Spark's answers exactly."""
         if sum(x is not None for x in (where, rows, sample)) > 1:
             raise ValueError("give at most one of where=, rows=, sample=")
         backend = backend or self.backend
@@ -339,6 +344,7 @@ class Run:
         with tuned_for_lookups(self.session.spark):
             if backend in CAPTURED:
                 return self._eager_lineage(self._index(backend), where, rows, sample, seed)
+            engine = engine or os.environ.get("AL_TRACING_ENGINE", "auto")
             return self._lineage(where, rows, sample, seed, engine)
 
     def forward(
@@ -492,30 +498,46 @@ class Run:
     def _lineage(
         self, where: str | None, rows: Any, sample: int | None, seed: int, engine: str
     ) -> AugmentedLineage:
-        chosen, count, _ = settle(self._choose(where, rows, sample, seed))
-        if count == 0:
-            raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
-        root_ids = [c.id for c in self.task.root.columns]
         complete = self.record["mode"] == "reasoning"
         restorer = Restorer(self.session.spark, self.dir, self.record["stored"])
-        chosen_ids = chosen.select(*[ref(c) for c in root_ids])
-        chosen_engine = choose_engine(self.root, restorer, complete, engine)
+        tracer = choose_engine(self.root, restorer, complete, engine)
+        chosen, df = self._targets(tracer, where, rows, sample, seed)
+        if chosen.count == 0:
+            raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         with translate_udf_errors():
             try:
-                result = self._derive(chosen_engine, chosen_ids, count, complete)
+                result = self._derive(tracer, chosen, complete)
             except NotInProcess:  # a case the check missed: Spark answers, never a guess
                 if engine == "in-process":
                     raise
-                result = self._derive(SparkEngine(restorer), chosen_ids, count, complete)
-        result.targets = visible(self.task, chosen)
+                tracer = SparkEngine(restorer)
+                chosen, df = self._targets(tracer, where, rows, sample, seed)
+                result = self._derive(tracer, chosen, complete)
+        result.targets = tracer.named(chosen.rows, self.task.output, distinct=False)
         result.keys = _source_keys(self.task)
         if self.backend == "confidence":
-            result.confidence = row_confidences(self.formulas, self._confidence_targets(chosen))
+            df = df if df is not None else self._choose(where, rows, sample, seed)
+            result.confidence = row_confidences(self.formulas, self._confidence_targets(df))
         return result
 
-    def _derive(self, engine: Engine, chosen: DataFrame, count: int, complete: bool) -> AugmentedLineage:
+    def _targets(
+        self, tracer: Engine, where: str | None, rows: Any, sample: int | None, seed: int
+    ) -> tuple[Settled, DataFrame | None]:
+        """The chosen output rows (by column id) as the engine's relation: read in process
+        where the engine can, else chosen by Spark (then also returned as a DataFrame)."""
+        if isinstance(tracer, DuckEngine) and rows is None and sample is None:
+            path = f"{self.dir}/{self.record['output']['dir']}"
+            try:
+                return tracer.chosen(path, self.task.root.columns, self.task.output, where), None
+            except NotInProcess:
+                pass  # a predicate DuckDB might judge otherwise: Spark chooses
+        df, count, local = settle(self._choose(where, rows, sample, seed))
+        ids = df.select(*[ref(c.id) for c in self.task.root.columns])
+        return Settled(tracer.targets(ids, local or []), count), df
+
+    def _derive(self, engine: Engine, chosen: Settled, complete: bool) -> AugmentedLineage:
         match = {c.id: c.id for c in self.task.root.match_columns()}
-        result = derive(self.root, Restriction(engine.targets(chosen), match, count, complete), engine)
+        result = derive(self.root, Restriction(chosen.rows, match, chosen.count, complete), engine)
         result.engine = engine.name
         return result
 

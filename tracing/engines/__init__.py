@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
@@ -37,8 +37,9 @@ class Settled:
 class Engine(Protocol):
     name: str
 
-    def targets(self, df: DataFrame) -> Any:
-        """The chosen output rows (settled, by column id) as this engine's relation."""
+    def targets(self, df: DataFrame, local: list[Row]) -> Any:
+        """The chosen output rows (settled by Spark, by column id; ``local``: the same rows
+        collected) as this engine's relation."""
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> Any:
         """A segment input: a (restricted) source table or a child segment's output."""

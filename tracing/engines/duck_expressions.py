@@ -51,13 +51,19 @@ def spark_type(dtype: str) -> SqlType:
 def to_duckdb(expr: Expr, types: dict[str, SqlType]) -> str:
     """``expr`` (Spark SQL over column ids) as DuckDB SQL; :class:`NotInProcess` where the two
     could differ. ``types``: the Spark type of every column id the expression may read."""
+    return typed_duckdb(expr, types)[0]
+
+
+def typed_duckdb(expr: Expr, types: dict[str, SqlType]) -> tuple[str, str]:
+    """:func:`to_duckdb` and the Spark type (DDL) of the expression's values."""
     try:
         tree = sqlglot.parse_one(expr.sql, read="spark")
     except sqlglot.errors.ParseError as e:
         raise NotInProcess(f"cannot parse {expr.sql!r}") from e
-    _Checker(types).type_of(tree)
+    found = _Checker(types).type_of(tree)
     exact = tree.transform(lambda n: exp.Cast(this=n.this, to=n.to) if isinstance(n, exp.TryCast) else n)
-    return exact.sql("duckdb", identify=True)
+    ddl = f"decimal({found.precision},{found.scale})" if isinstance(found, DecimalType) else found
+    return exact.sql("duckdb", identify=True), ddl
 
 
 def _is_integer(t: SqlType) -> bool:

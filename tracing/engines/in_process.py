@@ -15,11 +15,13 @@ from itertools import count
 
 import duckdb
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from materialization.compile import TAG_PREFIX
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
+from reasoning_udfs.udf import ReasoningUDF, lookup, parse_type, registered
 from segmenter.operators import (
     Aggregation,
     Col,
@@ -35,10 +37,11 @@ from segmenter.operators import (
 )
 from segmenter.segments import Segment
 from tracing.engines import Settled
-from tracing.engines.duck_expressions import NotInProcess, SqlType, spark_type, to_duckdb
+from tracing.engines.duck_expressions import NotInProcess, SqlType, spark_type, to_duckdb, typed_duckdb
 from tracing.parquet_reader import local_path
 
 MAX_BYTES = int(os.environ.get("AL_IN_PROCESS_BYTES", str(4 << 30)))  # larger inputs: Spark
+MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,9 @@ def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
         for node in seg.operators:
             if isinstance(node, Function):
                 if recomputed:
-                    raise NotInProcess(f"segment {seg.id} reruns the model call {node.udf}")
+                    _callable(node)
+                    for a in node.args:
+                        to_duckdb(a, types)
                 continue
             for e in _evaluated(node, aggregates=recomputed):
                 to_duckdb(e, types)
@@ -92,6 +97,14 @@ def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
     size = sum(_bytes(p) for p in dict.fromkeys(paths))
     if size > MAX_BYTES:
         raise NotInProcess(f"the inputs hold {size:,} bytes (in process up to {MAX_BYTES:,})")
+
+
+def _callable(node: Function) -> ReasoningUDF:
+    """The UDF of ``node``, if the engine can call it here exactly as Spark's worker would
+    (a registered UDF over bare columns)."""
+    if not registered(node.udf):
+        raise NotInProcess(f"UDF {node.udf} is not registered in this process")
+    return lookup(node.udf)
 
 
 def _evaluated(node: Node, aggregates: bool) -> list[Expr]:
@@ -126,8 +139,26 @@ class DuckEngine:
         self._sql: dict[str, str] = {}
 
     # --- the engine's steps ---------------------------------------------------------------------
-    def targets(self, df: DataFrame) -> Rel:
-        return self._register(df.toArrow()).rows
+    def targets(self, df: DataFrame, local: list[Row]) -> Rel:
+        schema = to_arrow_schema(df.schema)
+        table = pa.Table.from_pylist([r.asDict(recursive=True) for r in local], schema=schema)
+        return self._register(table).rows
+
+    def chosen(self, path: str, root: Sequence[Col], output: Sequence[Col], where: str | None) -> Settled:
+        """Stored output rows (``root`` columns by id) that match the Spark SQL predicate
+        ``where`` over the ``output`` columns' names; :class:`NotInProcess` where DuckDB
+        might judge a row otherwise."""
+        ids = ", ".join(q(c.id) for c in root)
+        named = {c.name: c for c in output}
+        sql = f"SELECT {ids} FROM {_parquet(path)}"
+        if where is not None:
+            if len(named) < len(output):
+                raise NotInProcess("two output columns share a name")
+            types = {name: spark_type(c.dtype) for name, c in named.items()}
+            cond = to_duckdb(Expr(where), types)
+            views = ", ".join(f"{q(c.id)} AS {q(name)}" for name, c in named.items())
+            sql = f"SELECT {ids} FROM (SELECT {ids}, {views} FROM {_parquet(path)}) WHERE {cond}"
+        return self.settle(Rel(sql, tuple(c.id for c in root)))
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> Rel:
         child = seg.child_for(leaf)
@@ -215,9 +246,9 @@ class DuckEngine:
             return given
         if isinstance(node, Source):
             return self._source(node)
-        if isinstance(node, Function):
-            raise NotInProcess(f"the model call {node.udf} runs in Spark")
         kids = [self._compile(child, inputs, tagged) for child in node.children]
+        if isinstance(node, Function):
+            return self._call(node, kids[0])
         if isinstance(node, Selection):
             cond = " AND ".join(f"({self._expr(e)})" for e in node.condition)
             return Rel(f"SELECT * FROM ({kids[0].sql}) WHERE {cond}", kids[0].cols)
@@ -235,6 +266,25 @@ class DuckEngine:
         if isinstance(node, Difference):
             return self._difference(node, kids)
         raise NotInProcess(f"operator {type(node).__name__}")
+
+    def _call(self, node: Function, kid: Rel) -> Rel:
+        """φ in reasoning mode on the (pushed-down) input rows: the UDF's own Arrow function,
+        on arguments of the Arrow types Spark would pass."""
+        udf = _callable(node)
+        typed = [typed_duckdb(a, self.types) for a in node.args]
+        exprs = [f"{sql} AS {q(f'__arg{i}')}" for i, (sql, _) in enumerate(typed)]
+        with_args = self.settle(Rel(f"SELECT *, {', '.join(exprs)} FROM ({kid.sql})", kid.cols)).local
+        if with_args.num_rows > MAX_CALLS:
+            raise NotInProcess(f"{with_args.num_rows:,} calls of {node.udf} (in process up to {MAX_CALLS:,})")
+        args = [  # of the Arrow types Spark would pass
+            with_args.column(f"__arg{i}").combine_chunks().cast(to_arrow_type(parse_type(ddl)))
+            for i, (_, ddl) in enumerate(typed)
+        ]
+        calls = udf.arrow_function("reasoning")(*args)
+        rows = with_args.select(list(kid.cols))
+        table = rows.append_column(node.value.id, calls.field("value"))
+        table = table.append_column(node.reason.id, calls.field("reason"))
+        return self._register(table).rows
 
     def _join(self, node: Join, kids: list[Rel], tagged: bool) -> Rel:
         if node.semi and not tagged:

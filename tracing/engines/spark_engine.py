@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from materialization.compile import Compiler, ref
@@ -25,7 +25,7 @@ class SparkEngine:
         self.restorer = restorer
         self.spark = restorer.spark
 
-    def targets(self, df: DataFrame) -> DataFrame:
+    def targets(self, df: DataFrame, local: list[Row]) -> DataFrame:
         return df
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> DataFrame:

@@ -525,10 +525,12 @@ class Run:
     ) -> tuple[Settled, DataFrame | None]:
         """The chosen output rows (by column id) as the engine's relation: read in process
         where the engine can, else chosen by Spark (then also returned as a DataFrame)."""
-        if isinstance(tracer, DuckEngine) and rows is None and sample is None:
+        if isinstance(tracer, DuckEngine) and sample is None:
             path = f"{self.dir}/{self.record['output']['dir']}"
+            names = [c.name for c in self.task.output]
+            given = self._given_rows(names, rows) if rows is not None else None
             try:
-                return tracer.chosen(path, self.task.root.columns, self.task.output, where), None
+                return tracer.chosen(path, self.task.root.columns, self.task.output, where, given), None
             except NotInProcess:
                 pass  # a predicate DuckDB might judge otherwise: Spark chooses
         df, count, local = settle(self._choose(where, rows, sample, seed))

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import count
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -144,21 +145,48 @@ class DuckEngine:
         table = pa.Table.from_pylist([r.asDict(recursive=True) for r in local], schema=schema)
         return self._register(table).rows
 
-    def chosen(self, path: str, root: Sequence[Col], output: Sequence[Col], where: str | None) -> Settled:
+    def chosen(
+        self,
+        path: str,
+        root: Sequence[Col],
+        output: Sequence[Col],
+        where: str | None = None,
+        rows: list[dict[str, Any]] | None = None,
+    ) -> Settled:
         """Stored output rows (``root`` columns by id) that match the Spark SQL predicate
-        ``where`` over the ``output`` columns' names; :class:`NotInProcess` where DuckDB
-        might judge a row otherwise."""
+        ``where`` over the ``output`` columns' names, or equal one of ``rows`` (dicts by those
+        names); :class:`NotInProcess` where DuckDB might judge a row otherwise."""
         ids = ", ".join(q(c.id) for c in root)
         named = {c.name: c for c in output}
-        sql = f"SELECT {ids} FROM {_parquet(path)}"
+        if len(named) < len(output):
+            raise NotInProcess("two output columns share a name")
+        views = ", ".join(f"{q(c.id)} AS {q(name)}" for name, c in named.items())
+        rel = Rel(f"SELECT {ids}, {views} FROM {_parquet(path)}", (*(c.id for c in root), *named))
         if where is not None:
-            if len(named) < len(output):
-                raise NotInProcess("two output columns share a name")
             types = {name: spark_type(c.dtype) for name, c in named.items()}
-            cond = to_duckdb(Expr(where), types)
-            views = ", ".join(f"{q(c.id)} AS {q(name)}" for name, c in named.items())
-            sql = f"SELECT {ids} FROM (SELECT {ids}, {views} FROM {_parquet(path)}) WHERE {cond}"
-        return self.settle(Rel(sql, tuple(c.id for c in root)))
+            rel = Rel(f"SELECT * FROM ({rel.sql}) WHERE {to_duckdb(Expr(where), types)}", rel.cols)
+        if rows is not None:
+            given = self._register(self._given(rows, named)).rows
+            on = " AND ".join(f"x.{q(c)} IS NOT DISTINCT FROM g.{q(c)}" for c in given.cols)
+            missing = f"SELECT 1 FROM ({given.sql}) g ANTI JOIN ({rel.sql}) x ON {on}"
+            if self.con.execute(missing).fetchone() is not None:
+                raise NotInProcess("a given row is not in the output")  # Spark names it
+            rel = Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({given.sql}) g ON {on}", rel.cols)
+        return self.settle(Rel(f"SELECT {ids} FROM ({rel.sql})", tuple(c.id for c in root)))
+
+    @staticmethod
+    def _given(rows: list[dict[str, Any]], named: dict[str, Col]) -> pa.Table:
+        """Rows given by a person, as Arrow columns of the output's Spark types."""
+        cols = [n for n in named if any(n in r for r in rows)]
+        try:
+            return pa.table(
+                {
+                    c: pa.array([r.get(c) for r in rows], type=to_arrow_type(parse_type(named[c].dtype)))
+                    for c in cols
+                }
+            )
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise NotInProcess(f"given rows do not convert to the output's types: {e}") from None
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> Rel:
         child = seg.child_for(leaf)

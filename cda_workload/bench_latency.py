@@ -1,0 +1,258 @@
+"""Lineage latency on every backend, side by side with the physical limit.
+
+    python -m cda_workload.bench_latency --cases loan,tpch:Q3,tpch:Q10 --tpch-sf 1 --repeat 5
+
+For each case the task runs once per lazy strategy (rerun, fm, full) and once eagerly (indexes
+kept as Parquet pairs and ProvRC); then, for 1 and for 100 output rows (all rows when the output
+is smaller; a fresh seeded draw per repetition), the same rows are asked of every way, the answer
+collected to Python (``to_dict()``) inside the timed block:
+
+- ``rerun``, ``fm``, ``full``: tracing queries, engine chosen per question (in process here);
+- ``fm@spark``: the fm run with the tracing queries forced onto Spark (the engine of before);
+- ``eager``, ``compressed``: the captured indexes;
+- ``duckdb``: hand-written DuckDB semi-joins over the same source snapshots, rows fetched to
+  Python: the physical limit (written for the TPC-H queries; none for the others).
+
+Ways alternate inside each repetition, so load bursts hit all of them. Prints a table of
+medians with each way's ratio to the DuckDB reference and writes ``bench_latency.json`` and
+``bench_latency.md`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from cda_workload.bench import Case, machine, prepare
+from cda_workload.bench_eager import TPCH_QUERIES
+from cda_workload.cda_queries import QUERIES as CDA_QUERIES
+from cda_workload.loan_example import loan_task, register_loan_tables
+from cda_workload.tpch import generate, register_tpch
+from materialization.capture import Capture
+from segmenter.operators import Source
+from tracing import LineageSession, Run
+from tracing.parquet_reader import local_path
+
+SIZES = (1, 100)
+LAZY = ("rerun", "fm", "full")
+WAYS = (*LAZY, "fm@spark", "eager", "compressed", "duckdb")
+
+# Hand-written semi-joins: the lineage of the target rows (table ``targets``, the output's
+# column names) per source table, ``{table}`` standing for its snapshot's Parquet files.
+REFERENCES: dict[str, dict[str, str]] = {
+    "tpch:Q3": {
+        "orders": "SELECT o.* FROM {orders} o SEMI JOIN targets t ON o.o_orderkey = t.l_orderkey",
+        "customer": "SELECT c.* FROM {customer} c WHERE c.c_custkey IN "
+        "(SELECT o_custkey FROM {orders} o SEMI JOIN targets t ON o.o_orderkey = t.l_orderkey)",
+        "lineitem": "SELECT l.* FROM {lineitem} l SEMI JOIN targets t ON l.l_orderkey = t.l_orderkey "
+        "WHERE l.l_shipdate > DATE '1995-03-15'",
+    },
+    "tpch:Q10": {
+        "customer": "SELECT c.* FROM {customer} c SEMI JOIN targets t ON c.c_custkey = t.c_custkey",
+        "nation": "SELECT n.* FROM {nation} n WHERE n.n_nationkey IN "
+        "(SELECT c_nationkey FROM {customer} c SEMI JOIN targets t ON c.c_custkey = t.c_custkey)",
+        "orders": "SELECT o.* FROM {orders} o SEMI JOIN targets t ON o.o_custkey = t.c_custkey "
+        "WHERE o.o_orderdate >= DATE '1993-10-01' AND o.o_orderdate < DATE '1994-01-01' "
+        "AND EXISTS (SELECT 1 FROM {lineitem} l WHERE l.l_orderkey = o.o_orderkey AND l.l_returnflag = 'R')",
+        "lineitem": "SELECT l.* FROM {lineitem} l WHERE l.l_returnflag = 'R' AND l.l_orderkey IN "
+        "(SELECT o_orderkey FROM {orders} o SEMI JOIN targets t ON o.o_custkey = t.c_custkey "
+        "WHERE o.o_orderdate >= DATE '1993-10-01' AND o.o_orderdate < DATE '1994-01-01')",
+    },
+}
+
+
+@dataclass(frozen=True)
+class LatencyCase:
+    name: str  # loan, tpch:Q3, cda:Q17
+    scale: str
+
+    def register(self, als: LineageSession, data: Path, seed: int) -> None:
+        workload, _, query = self.name.partition(":")
+        if workload == "loan":
+            register_loan_tables(als)
+        elif workload == "tpch":
+            register_tpch(als, generate(float(self.scale), data / f"tpch-sf{self.scale}"))
+        else:
+            prepare(als, Case("cda", query, self.scale, CDA_QUERIES[query]), data, seed)
+
+    def task(self, als: LineageSession) -> DataFrame:
+        workload, _, query = self.name.partition(":")
+        if workload == "loan":
+            return loan_task(als)
+        return als.sql((TPCH_QUERIES if workload == "tpch" else CDA_QUERIES)[query])
+
+
+def parse_cases(spec: str, tpch_sf: str, cda_sf: str) -> list[LatencyCase]:
+    out = []
+    for name in (n.strip() for n in spec.split(",") if n.strip()):
+        workload, _, query = name.partition(":")
+        queries = {"tpch": TPCH_QUERIES, "cda": CDA_QUERIES}.get(workload)
+        if name != "loan" and (queries is None or query not in queries):
+            raise SystemExit(f"unknown case {name!r}: loan, tpch:<{','.join(TPCH_QUERIES)}>, cda:<Q1..>")
+        out.append(LatencyCase(name, tpch_sf if workload == "tpch" else cda_sf if workload == "cda" else "-"))
+    return out
+
+
+class Reference:
+    """The hand-written DuckDB semi-joins of a case over its runs' source snapshots."""
+
+    def __init__(self, queries: dict[str, str], run: Run) -> None:
+        snapshots = {n.table: local_path(n.snapshot) for n in run.task.root.walk() if isinstance(n, Source)}
+        files = {t: f"read_parquet('{p}/*.parquet')" for t, p in snapshots.items()}
+        self.queries = {t: sql.format(**files) for t, sql in queries.items()}
+        self.con = duckdb.connect(config={"threads": 2})
+
+    def ask(self, targets: pa.Table) -> dict[str, list[dict[str, Any]]]:
+        self.con.register("targets", targets)
+        try:
+            return {t: self.con.sql(sql).to_arrow_table().to_pylist() for t, sql in self.queries.items()}
+        finally:
+            self.con.unregister("targets")
+
+
+def measure(
+    als: LineageSession, case: LatencyCase, repeat: int, seed: int, log: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    runs = {s: als.run(case.task(als), strategy=s) for s in LAZY}
+    runs["eager"] = als.run(case.task(als), backend="eager", capture=Capture(storage=("pairs", "provrc")))
+    output = runs["rerun"].output
+    names = output.columns
+    rows = [tuple(r) for r in output.collect()]
+    reference = Reference(REFERENCES[case.name], runs["rerun"]) if case.name in REFERENCES else None
+    rng = random.Random(seed)
+    records = []
+    for size in SIZES:
+        n = min(size, len(rows))
+        seconds: dict[str, list[float]] = {w: [] for w in WAYS}
+        engines: set[str] = set()
+        agrees = True
+        for _ in range(repeat):
+            chosen = rng.sample(rows, n)
+            given = [dict(zip(names, r)) for r in chosen]
+            counts: dict[str, dict[str, int]] = {}
+            for way in WAYS:
+                start = time.perf_counter()
+                if way == "duckdb":
+                    if reference is None:
+                        continue
+                    found = reference.ask(
+                        pa.Table.from_pylist(given, schema=output.select(*names).toArrow().schema)
+                    )
+                    seconds[way].append(time.perf_counter() - start)
+                    counts[way] = {t: len(v) for t, v in found.items()}
+                    continue
+                strategy, _, engine = way.partition("@")
+                if strategy in ("eager", "compressed"):
+                    lin = runs["eager"].lineage(rows=given, backend=strategy)
+                else:
+                    lin = runs[strategy].lineage(rows=given, engine=engine or None)
+                    engines.add(f"{way}: {lin.engine}")
+                answer = lin.to_dict()
+                seconds[way].append(time.perf_counter() - start)
+                counts[way] = {t: len(v) for t, v in answer["source_lineage"].items() if v}
+            base = counts["rerun"]
+            agrees &= all(c == base for w, c in counts.items() if w != "duckdb") and (
+                "duckdb" not in counts
+                or counts["duckdb"] == {t: c for t, c in base.items() if t in counts["duckdb"]}
+            )
+        for way, values in seconds.items():
+            if values:
+                records.append(
+                    {
+                        "case": case.name,
+                        "scale": case.scale,
+                        "rows": n,
+                        "way": way,
+                        "seconds": values,
+                        "median_ms": statistics.median(values) * 1000,
+                        "output_rows": len(rows),
+                    }
+                )
+        medians = ", ".join(f"{w} {statistics.median(v) * 1000:.0f}" for w, v in seconds.items() if v)
+        log(
+            f"{case.name} @{case.scale}, {n} row(s), ms: {medians}; "
+            f"engines {sorted(engines)}; answers agree: {agrees}"
+        )
+        records.append({"case": case.name, "rows": n, "agree": agrees, "engines": sorted(engines)})
+    return records
+
+
+def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    lines = [
+        "# Lineage latency, every backend beside hand-written DuckDB",
+        "",
+        f"Machine: {info['machine']['cpus']} CPUs, load average before/after "
+        f"{info['load_before'][0]:.1f}/{info['load_after'][0]:.1f}; repeat {info['repeat']}; "
+        "medians in ms (ratio to the DuckDB reference).",
+        "",
+        "| case | rows | " + " | ".join(WAYS) + " | answers agree |",
+        "|---" * (len(WAYS) + 3) + "|",
+    ]
+    timed_ = [r for r in records if "way" in r]
+    for key in dict.fromkeys((r["case"], r["rows"]) for r in timed_):
+        found = {r["way"]: r["median_ms"] for r in timed_ if (r["case"], r["rows"]) == key}
+        ref = found.get("duckdb")
+        cells = []
+        for way in WAYS:
+            ms = found.get(way)
+            if ms is None:
+                cells.append("—")
+            else:
+                cells.append(f"{ms:.0f}" + (f" ({ms / ref:.1f}×)" if ref and way != "duckdb" else ""))
+        agree = next(r["agree"] for r in records if "agree" in r and (r["case"], r["rows"]) == key)
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + f" | {'yes' if agree else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cda_workload.bench_latency",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--cases", default="loan,tpch:Q3,tpch:Q10", help="loan, tpch:Qn, cda:Qn (comma list)")
+    parser.add_argument("--tpch-sf", default="1", help="TPC-H scale factor (default 1)")
+    parser.add_argument("--cda-sf", default="0.01", help="scale factor of the CDA database (default 0.01)")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--data", default="bench_data", help="generated data and the results store")
+    parser.add_argument("--out", default="bench_latency", help="output folder (default ./bench_latency)")
+    args = parser.parse_args(argv)
+    cases = parse_cases(args.cases, args.tpch_sf, args.cda_sf)
+    out, data = Path(args.out), Path(args.data)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    als = LineageSession(store=str(data / "latency-store"), progress=lambda m: None)
+    als.spark.sparkContext.setLogLevel("ERROR")
+    info: dict[str, Any] = {"machine": machine(), "repeat": args.repeat, "load_before": os.getloadavg()}
+    records: list[dict[str, Any]] = []
+    for case in cases:
+        log(f"{case.name} @{case.scale}: registering the data and running the task 4 times")
+        case.register(als, data, args.seed)
+        records += measure(als, case, args.repeat, args.seed, log)
+    info["load_after"] = os.getloadavg()
+    (out / "bench_latency.json").write_text(json.dumps({**info, "records": records}, indent=2, default=str))
+    table = markdown(records, info)
+    (out / "bench_latency.md").write_text(table)
+    print(table)
+    log(f"wrote {out / 'bench_latency.json'} and {out / 'bench_latency.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,7 +11,8 @@ collected to Python (``to_dict()``) inside the timed block:
 - ``fm@spark``: the fm run with the tracing queries forced onto Spark (the engine of before);
 - ``eager``, ``compressed``: the captured indexes;
 - ``duckdb``: hand-written DuckDB semi-joins over the same source snapshots, rows fetched to
-  Python: the physical limit (written for the TPC-H queries; none for the others).
+  Python: the physical limit (written for the loan example, reading the model calls the fm run
+  stored, and for TPC-H Q3/Q10; none for the CDA queries).
 
 Ways alternate inside each repetition, so load bursts hit all of them. Prints a table of
 medians with each way's ratio to the DuckDB reference and writes ``bench_latency.json`` and
@@ -50,8 +51,20 @@ LAZY = ("rerun", "fm", "full")
 WAYS = (*LAZY, "fm@spark", "eager", "compressed", "duckdb")
 
 # Hand-written semi-joins: the lineage of the target rows (table ``targets``, the output's
-# column names) per source table, ``{table}`` standing for its snapshot's Parquet files.
+# column names) per source table, ``{table}`` standing for its snapshot's Parquet files and
+# ``{calls}`` for the model calls the fm run stored (its one stored segment, by column name).
+_LOAN_ROWS = (
+    "SELECT c.ClientID, l.LoanID FROM {client} c JOIN {debt} d ON c.ClientID = d.ClientID "
+    "JOIN {loan} l ON c.ClientID = l.ClientID WHERE month(l.ApplicationDate) = 12 "
+    "AND (c.Income, d.Debt, l.LoanAmount) IN (SELECT (Income, Debt, LoanAmount) FROM {calls} k "
+    "SEMI JOIN targets t ON k.Judge = t.Judge)"
+)
 REFERENCES: dict[str, dict[str, str]] = {
+    "loan": {
+        "client": f"SELECT * FROM {{client}} WHERE ClientID IN (SELECT ClientID FROM ({_LOAN_ROWS}))",
+        "debt": f"SELECT * FROM {{debt}} WHERE ClientID IN (SELECT ClientID FROM ({_LOAN_ROWS}))",
+        "loan": f"SELECT * FROM {{loan}} WHERE LoanID IN (SELECT LoanID FROM ({_LOAN_ROWS}))",
+    },
     "tpch:Q3": {
         "orders": "SELECT o.* FROM {orders} o SEMI JOIN targets t ON o.o_orderkey = t.l_orderkey",
         "customer": "SELECT c.* FROM {customer} c WHERE c.c_custkey IN "
@@ -108,9 +121,16 @@ def parse_cases(spec: str, tpch_sf: str, cda_sf: str) -> list[LatencyCase]:
 class Reference:
     """The hand-written DuckDB semi-joins of a case over its runs' source snapshots."""
 
-    def __init__(self, queries: dict[str, str], run: Run) -> None:
-        snapshots = {n.table: local_path(n.snapshot) for n in run.task.root.walk() if isinstance(n, Source)}
+    def __init__(self, queries: dict[str, str], fm: Run) -> None:
+        snapshots = {n.table: local_path(n.snapshot) for n in fm.task.root.walk() if isinstance(n, Source)}
         files = {t: f"read_parquet('{p}/*.parquet')" for t, p in snapshots.items()}
+        for seg in fm.root.walk():
+            stored = fm.record["stored"].get(str(seg.id))
+            if stored:
+                cols = ", ".join(f'"{c.id}" AS "{c.name}"' for c in seg.top.columns)
+                files["calls"] = (
+                    f"(SELECT {cols} FROM read_parquet('{local_path(fm.dir)}/{stored['dir']}/*.parquet'))"
+                )
         self.queries = {t: sql.format(**files) for t, sql in queries.items()}
         self.con = duckdb.connect(config={"threads": 2})
 
@@ -130,7 +150,7 @@ def measure(
     output = runs["rerun"].output
     names = output.columns
     rows = [tuple(r) for r in output.collect()]
-    reference = Reference(REFERENCES[case.name], runs["rerun"]) if case.name in REFERENCES else None
+    reference = Reference(REFERENCES[case.name], runs["fm"]) if case.name in REFERENCES else None
     rng = random.Random(seed)
     records = []
     for size in SIZES:

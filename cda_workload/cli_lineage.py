@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cda_workload.local_session import open_session
+from cda_workload.local_session import existing_store, open_session
 from cda_workload.progress import Progress
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
 
 
 def list_runs(args: argparse.Namespace, progress: Progress) -> None:
-    als = open_session(args.store, progress, existing=True)
-    records = sorted((als.store.read_run(r) for r in als.runs()), key=lambda r: r.get("created", ""))
+    catalog = existing_store(args.store)  # reading JSON records: no Spark
+    records = sorted((catalog.read_run(r) for r in catalog.run_ids()), key=lambda r: r.get("created", ""))
     rows = [
         {
             "id": r["run_id"],
@@ -53,7 +53,7 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
         print(json.dumps(rows, indent=2))
         return
     if not rows:
-        print(f"no runs in {als.store.uri}")
+        print(f"no runs in {catalog.uri}")
         return
     widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in rows[0]}
     print("  ".join(k.ljust(w) for k, w in widths.items()))
@@ -98,7 +98,8 @@ def _load(args: argparse.Namespace, progress: Progress) -> Run:
     for option, n in (("--sample", args.sample), ("--most-uncertain", args.most_uncertain)):
         if n is not None and n < 1:
             raise ValueError(f"{option} must be at least 1, got {n}")
-    return open_session(args.store, progress, existing=True).load_run(args.run_id)
+    existing_store(args.store).read_run(args.run_id)  # a typo fails before Spark starts
+    return open_session(args.store, progress).load_run(args.run_id)
 
 
 def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[AugmentedLineage]:

@@ -9,17 +9,25 @@ from typing import TYPE_CHECKING
 from cda_workload.progress import Progress
 
 if TYPE_CHECKING:
+    from materialization.catalog import StoreCatalog
     from tracing import LineageSession
 
 
-def open_session(store: str, progress: Progress, existing: bool = False) -> LineageSession:
-    """``existing``: the command reads runs, so a local store that is not there is a typo, not
-    a new store to create (other URIs are checked by the store itself)."""
-    from tracing import LineageSession  # deferred: `al --help` should not start a JVM
+def existing_store(store: str) -> StoreCatalog:
+    """The run records of a store a command reads, without Spark: a local store that is not
+    there is a typo, not a new store to create."""
+    from materialization.catalog import StoreCatalog
+    from materialization.store import normalize_uri
 
     local = store.removeprefix("file:")
-    if existing and "://" not in store and not os.path.isdir(local):
+    if "://" not in store and not os.path.isdir(local):
         raise FileNotFoundError(f"no results store at {os.path.abspath(local)} (give --store)")
+    return StoreCatalog(normalize_uri(store))
+
+
+def open_session(store: str, progress: Progress) -> LineageSession:
+    from tracing import LineageSession  # deferred: `al --help` should not start a JVM
+
     with progress.working("starting Spark"):
         als = LineageSession(store=store, progress=progress.say)
         als.spark.sparkContext.setLogLevel("ERROR")

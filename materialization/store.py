@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -28,18 +29,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
-from segmenter.errors import LineageError
+from materialization.catalog import STAGING, StoreCatalog, StoreError
 from segmenter.parser import SourceRef
 
 ROW_ID = "_rid"
 DERIVED = "_al_lineage"  # a derived source's column: the variables of the run rows behind each row
 SOURCE_META = "_al_source.json"
-STAGING = "staging-"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class StoreError(LineageError):
-    """The results store cannot be used (not writable, missing run, corrupt record)."""
 
 
 @dataclass(frozen=True)
@@ -285,15 +281,15 @@ class ResultsStore:
     def commit_run(self, run_id: str) -> None:
         self.rename(self.staging_dir(run_id), self.run_dir(run_id))
 
+    @cached_property
+    def catalog(self) -> StoreCatalog:
+        return StoreCatalog(self.uri)
+
     def run_ids(self) -> list[str]:
-        return [d for d in self.list_dirs(self.path("runs")) if not d.startswith(STAGING)]
+        return self.catalog.run_ids()
 
     def read_run(self, run_id: str) -> dict[str, Any]:
-        record = f"{self.run_dir(run_id)}/run.json"
-        if not self.exists(record):
-            known = ", ".join(self.run_ids()[-5:]) or "none"
-            raise StoreError(f"no run {run_id!r} in {self.uri} (latest runs: {known})")
-        return self.read_json(record)
+        return self.catalog.read_run(run_id)
 
 
 def _with_row_ids(df: DataFrame) -> DataFrame:

@@ -41,17 +41,19 @@ def execute_run(
     progress: Progress = lambda msg: None,
     capture: Capture | None = None,
     confidence: bool = False,
+    reasons: str = "eager",
 ) -> dict[str, Any]:
     """Run ``task`` and commit it to the store atomically; returns the run record.
 
     ``capture``: eager lineage capture; ``confidence``: boolean lineage for confidences
-    (needs strategy full: formulas are written over the stored intermediates)."""
+    (needs strategy full: formulas are written over the stored intermediates); ``reasons``:
+    "lazy" runs the task in normal mode (see :mod:`materialization.strategies`)."""
     staging = store.staging_dir(run_id)
-    mode = capture.mode if capture is not None else run_mode(strategy)
+    mode = capture.mode if capture is not None else run_mode(strategy, reasons)
     started = time.perf_counter()
     try:
         if capture is None:
-            final, stored = _run_segments(spark, store, staging, root, strategy, progress)
+            final, stored = _run_segments(spark, store, staging, root, strategy, mode, progress)
             captured = None
         else:
             final, stored, captured = _capture_segments(spark, store, staging, task, root, capture, progress)
@@ -67,6 +69,7 @@ def execute_run(
             "strategy": strategy,
             "backend": capture.backend if capture is not None else "confidence" if confidence else "lazy",
             "mode": mode,
+            "reasons": reasons,
             "task": to_dict(task),
             "segments": render_segments(root),
             "stored": stored,
@@ -99,11 +102,16 @@ def execute_run(
 
 
 def _run_segments(
-    spark: SparkSession, store: ResultsStore, staging: str, root: Segment, strategy: str, progress: Progress
+    spark: SparkSession,
+    store: ResultsStore,
+    staging: str,
+    root: Segment,
+    strategy: str,
+    mode: str,
+    progress: Progress,
 ) -> tuple[DataFrame, dict[str, Any]]:
-    """The task, segment by segment, storing what the strategy keeps; returns the root's
-    (unwritten) result and what was stored."""
-    mode = run_mode(strategy)
+    """The task, segment by segment in UDF ``mode``, storing what the strategy keeps; returns
+    the root's (unwritten) result and what was stored."""
     stored: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
     for seg in root.post_order():

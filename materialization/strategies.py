@@ -3,6 +3,10 @@
 - rerun: nothing; the task runs in normal mode and intermediates are recomputed on demand.
 - full:  the output of every non-root segment, in reasoning mode.
 - fm:    only the outputs of non-root segments topped by a function operator.
+
+``reasons="lazy"`` (fm and full): the task runs in normal mode, so the stored model calls
+keep their values only; a question computes the reasons of the calls it reaches, and caches
+them in the run.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from segmenter.segments import Segment
 
 STRATEGIES = ("rerun", "full", "fm")
+REASONS = ("eager", "lazy")  # when reasoning-mode reasons are computed: task or question time
 
 
 def check_strategy(strategy: str) -> str:
@@ -18,9 +23,16 @@ def check_strategy(strategy: str) -> str:
     return strategy
 
 
-def run_mode(strategy: str) -> str:
+def check_reasons(reasons: str) -> str:
+    if reasons not in REASONS:
+        raise ValueError(f"reasons must be one of {', '.join(REASONS)}, not {reasons!r}")
+    return reasons
+
+
+def run_mode(strategy: str, reasons: str = "eager") -> str:
     """UDF mode for running the task itself."""
-    return "normal" if check_strategy(strategy) == "rerun" else "reasoning"
+    lazy = check_strategy(strategy) == "rerun" or check_reasons(reasons) == "lazy"
+    return "normal" if lazy else "reasoning"
 
 
 def stores(strategy: str, seg: Segment, root: Segment) -> bool:

@@ -40,7 +40,7 @@ from materialization.restore import Restorer
 from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
 from materialization.store import DERIVED, ResultsStore, Uncertainty, new_id
-from materialization.strategies import check_strategy
+from materialization.strategies import check_reasons, check_strategy
 from segmenter.errors import LineageError
 from segmenter.operators import Source, Task, from_dict
 from segmenter.parser import parse_dataframe
@@ -162,6 +162,7 @@ class LineageSession:
         backend: str = "lazy",
         capture: Capture | None = None,
         code: str | None = None,
+        reasons: str = "eager",
     ) -> Run:
         """Run ``task`` and persist it.
 
@@ -173,7 +174,9 @@ class LineageSession:
         its indexes kept as ProvRC range-compressed relations (``Capture(storage=("pairs",
         "provrc"))`` keeps both). ``backend="confidence"``: also under
         ``full``, plus the boolean lineage of every row over uncertain facts. ``code``: the
-        code that built a DataFrame task, recorded for reports (else Spark's analyzed plan)."""
+        code that built a DataFrame task, recorded for reports (else Spark's analyzed plan).
+        ``reasons="lazy"`` (lazy backend): model calls run in normal mode while the task runs;
+        a question computes the reasons of the calls it reaches and keeps them in the run."""
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         if backend != "lazy":
@@ -195,6 +198,8 @@ class LineageSession:
         elif capture is not None:
             raise ValueError("capture= applies to backend='eager' or 'compressed' only")
         strategy = check_strategy(strategy or "fm")
+        if check_reasons(reasons) == "lazy" and backend != "lazy":
+            raise ValueError(f"reasons='lazy' applies to backend='lazy' only (got backend={backend!r})")
         parsed = with_code(self.parse(task), task, code)
         root = segment(parsed.root)
         if capture is not None:
@@ -203,7 +208,7 @@ class LineageSession:
         self.progress(f"run {run_id}: {strategy}/{backend}, {len(list(root.walk()))} segment(s)")
         record = execute_run(
             self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture,
-            confidence=backend == "confidence",
+            confidence=backend == "confidence", reasons=reasons,
         )
         done = Run(self, record, parsed, root)
         track(done, self.mlflow, self.scale_factor)

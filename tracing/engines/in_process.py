@@ -9,6 +9,7 @@ so before a question starts): every file local, every expression on the allow-li
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import count
@@ -16,6 +17,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Row
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
@@ -23,6 +25,7 @@ from materialization.compile import TAG_PREFIX
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
 from reasoning_udfs.udf import ReasoningUDF, lookup, parse_type, registered
+from segmenter.errors import LineageError
 from segmenter.operators import (
     Aggregation,
     Col,
@@ -121,6 +124,16 @@ def _evaluated(node: Node, aggregates: bool) -> list[Expr]:
     return []
 
 
+def _keep(table: pa.Table, folder: str) -> None:
+    """Cache computed reasons in the run (a new file each time: concurrent questions never
+    write the same file); a read-only store just keeps none."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        pq.write_table(table, f"{folder}/{uuid.uuid4().hex}.parquet")
+    except OSError:
+        pass
+
+
 def _bytes(uri: str) -> int:
     path = local_path(uri)
     if path is None:
@@ -197,9 +210,15 @@ class DuckEngine:
 
     def output(self, seg: Segment, restriction: Restriction | None) -> Rel:
         path = self.restorer.stored_path(seg)
+        info = self.restorer.stored.get(str(seg.id))
+        ids = [c.id for c in seg.top.columns]
         if path is not None:  # an eager run stores lineage columns beside the segment's own
-            ids = [c.id for c in seg.top.columns]
             rel = Rel(f"SELECT {', '.join(q(c) for c in ids)} FROM {_parquet(path)}", tuple(ids))
+        elif info is not None and seg.functions:  # values stored, reasons computed lazily
+            stored = Rel(
+                f"SELECT {', '.join(map(q, ids))} FROM {_parquet(self._in_run(info['dir']))}", tuple(ids)
+            )
+            return self._with_reasons(seg, self._restricted(stored, restriction))
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}
@@ -242,6 +261,61 @@ class DuckEngine:
             return rels[0]
         names = [self._register(t).rows.sql for t in rels]
         return self.con.sql(" UNION ".join(f"({s})" for s in names)).to_arrow_table()
+
+    # --- reasons computed at question time --------------------------------------------------------
+    def _with_reasons(self, seg: Segment, rel: Rel) -> Rel:
+        """The stored rows of ``seg`` (model values, no reasons) with the reason of every call
+        among them: from the run's cache, else computed now and cached."""
+        for fn in seg.functions:
+            typed = [typed_duckdb(a, self.types) for a in fn.args]
+            args = [f"__arg{i}" for i in range(len(typed))]
+            evaluated = ", ".join(f"{sql} AS {q(a)}" for (sql, _), a in zip(typed, args))
+            keyed = Rel(f"SELECT *, {evaluated} FROM ({rel.sql})", (*rel.cols, *args))
+            reasons = self._reasons(fn, keyed, args, [ddl for _, ddl in typed])
+            on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
+            kept = ", ".join(f"x.{q(c)}" for c in rel.cols if c != fn.reason.id)
+            joined = f"({keyed.sql}) x LEFT JOIN ({reasons.sql}) k ON {on}"
+            sql = f"SELECT {kept}, k.__reason AS {q(fn.reason.id)} FROM {joined}"
+            rel = Rel(f"SELECT {', '.join(map(q, rel.cols))} FROM ({sql})", rel.cols)
+        return self.settle(rel).rows
+
+    def _reasons(self, fn: Function, keyed: Rel, args: list[str], types: list[str]) -> Rel:
+        """(arguments, __reason) of the distinct calls among ``keyed``'s rows."""
+        picked = ", ".join(map(q, args))
+        calls = self.settle(
+            Rel(f"SELECT DISTINCT {picked}, {q(fn.value.id)} AS __value FROM ({keyed.sql})", ())
+        )
+        on = " AND ".join(f"c.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
+        folder = local_path(self._in_run(f"reasons/{fn.value.id}")) or ""
+        parts, missing = [], calls.rows
+        if os.path.isdir(folder):
+            cache = f"read_parquet('{folder}/*.parquet')"
+            hits = f"SELECT DISTINCT k.* FROM {cache} k SEMI JOIN ({calls.rows.sql}) c ON {on}"
+            parts.append(self.settle(Rel(hits, ())).rows.sql)
+            missing = Rel(f"SELECT c.* FROM ({calls.rows.sql}) c ANTI JOIN {cache} k ON {on}", ())
+        todo: pa.Table = self.settle(missing).local
+        if todo.num_rows:
+            arrays = [
+                todo.column(a).combine_chunks().cast(to_arrow_type(parse_type(t)))
+                for a, t in zip(args, types)
+            ]
+            made = lookup(fn.udf).arrow_function("reasoning")(*arrays)
+            if made.field("value").to_pylist() != todo.column("__value").to_pylist():
+                raise LineageError(
+                    f"UDF {fn.udf} gives other values now than while the task ran: its reasons cannot be "
+                    "computed at question time; run the task with reasons='eager'"
+                )
+            fresh = todo.select(args).append_column("__reason", made.field("reason"))
+            _keep(fresh, folder)
+            parts.append(self._register(fresh).rows.sql)
+        if not parts:
+            return Rel(
+                f"SELECT {', '.join(f'NULL AS {q(a)}' for a in args)}, NULL AS __reason WHERE FALSE", ()
+            )
+        return Rel(" UNION ALL ".join(f"({p})" for p in parts), ())
+
+    def _in_run(self, name: str) -> str:
+        return f"{self.restorer.run_dir}/{name}"
 
     # --- helpers ----------------------------------------------------------------------------------
     def _register(self, table: pa.Table) -> Settled:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Row
+from pyspark.sql import DataFrame, Row
 
 from cda_workload.cda_queries import QUERIES, query_names
 from cda_workload.extended_tpch import generate_extended
@@ -64,11 +64,11 @@ def prepare(als: LineageSession, case: Case, data_root: Path, seed: int) -> None
     register_udfs(als.spark, case.workload)
 
 
-def baseline(als: LineageSession, sql: str) -> list[Row]:
+def baseline(als: LineageSession, sql: str | DataFrame) -> list[Row]:
     """The task's rows in normal mode, storing nothing (the paper's Baseline): the operator
     tree compiled as is, so each model runs exactly where its φ sits, as under the strategies
     (plain Spark would push a UDF filter below the joins and call the model on more rows)."""
-    task = als.parse(als.sql(sql))
+    task = als.parse(sql)
     return visible(task, finish(task, Compiler(als.spark, "normal").compile(task.root))).collect()
 
 

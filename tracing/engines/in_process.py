@@ -77,8 +77,8 @@ def column_types(root: Segment) -> dict[str, SqlType]:
 
 def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
     """Raise :class:`NotInProcess` unless every tracing query of a question about ``root``
-    can run in process with Spark's answers: local files of bounded size, no model call to
-    rerun, and every expression the queries evaluate on DuckDB's allow-list."""
+    can run in process with Spark's answers: local files of bounded size, every model call to
+    rerun a registered UDF, and every expression the queries evaluate on DuckDB's allow-list."""
     if local_path(restorer.run_dir) is None:
         raise NotInProcess("the results store is not on the local file system")
     types = column_types(root)
@@ -104,8 +104,8 @@ def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
 
 
 def _callable(node: Function) -> ReasoningUDF:
-    """The UDF of ``node``, if the engine can call it here exactly as Spark's worker would
-    (a registered UDF over bare columns)."""
+    """The UDF of ``node``, if this process can call it as Spark's workers would (they
+    import it by module; here it must be registered already)."""
     if not registered(node.udf):
         raise NotInProcess(f"UDF {node.udf} is not registered in this process")
     return lookup(node.udf)
@@ -127,9 +127,11 @@ def _evaluated(node: Node, aggregates: bool) -> list[Expr]:
 def _keep(table: pa.Table, folder: str) -> None:
     """Cache computed reasons in the run (a new file each time: concurrent questions never
     write the same file); a read-only store just keeps none."""
+    name = f"{folder}/{uuid.uuid4().hex}"
     try:
         os.makedirs(folder, exist_ok=True)
-        pq.write_table(table, f"{folder}/{uuid.uuid4().hex}.parquet")
+        pq.write_table(table, f"{name}.tmp")
+        os.replace(f"{name}.tmp", f"{name}.parquet")  # readers never see half a file
     except OSError:
         pass
 

@@ -111,7 +111,7 @@ def measure(
     for strategy in strategies:
         timings, runs = [], []
         for _ in range(repeat):
-            spent, run = timed(lambda s=strategy: als.run(als.sql(case.sql), strategy=s))
+            spent, run = timed(lambda s=strategy: als.run(als.sql(case.sql), strategy=s, reasons="eager"))
             timings.append(spent)
             runs.append(run)
         run = runs[-1]

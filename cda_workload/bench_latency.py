@@ -149,7 +149,7 @@ class Reference:
 def measure(
     als: LineageSession, case: LatencyCase, repeat: int, seed: int, log: Callable[[str], None]
 ) -> list[dict[str, Any]]:
-    runs = {s: als.run(case.task(als), strategy=s) for s in LAZY}
+    runs = {s: als.run(case.task(als), strategy=s, reasons="eager") for s in LAZY}
     runs["fm-lazy"] = als.run(case.task(als), strategy="fm", reasons="lazy")
     runs["eager"] = als.run(case.task(als), backend="eager", capture=Capture(storage=("pairs", "provrc")))
     output = runs["rerun"].output
@@ -218,7 +218,7 @@ def task_times(als: LineageSession, case: LatencyCase, repeat: int, log: Callabl
     """Task seconds of the baseline, fm, and fm with lazy reasons, alternating per repetition."""
     actions = {
         "baseline": lambda: baseline(als, case.task(als)),
-        "fm": lambda: als.run(case.task(als), strategy="fm"),
+        "fm": lambda: als.run(case.task(als), strategy="fm", reasons="eager"),
         "fm-lazy": lambda: als.run(case.task(als), strategy="fm", reasons="lazy"),
     }
     seconds: dict[str, list[float]] = {t: [] for t in TASKS}

@@ -25,7 +25,8 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
     task = load_task(args.taskfile, als)
     tracking = tracked_run("al", f"run-{Path(args.taskfile).stem}", args.mlflow_dir) if args.mlflow else None
     with progress.working(f"running {args.taskfile}"), tracking or contextlib.nullcontext() as tracked:
-        run = als.run(task, strategy=args.strategy, backend=args.backend, code=task_code(args.taskfile, task))
+        code = task_code(args.taskfile, task)
+        run = als.run(task, strategy=args.strategy, backend=args.backend, code=code, reasons=args.reasons)
     record = run.record
     print(
         f"run {run.id}: {record['output']['rows']} output row(s) in {record['task_seconds']:.1f} s "
@@ -90,8 +91,10 @@ def _ask(run: Run, args: argparse.Namespace) -> AugmentedLineage:
     whose probability is closest to ½)."""
     if args.most_uncertain is not None:
         rows = [r.row for r in run.confidence(explain=0).most_uncertain(args.most_uncertain)]
-        return run.lineage(rows=rows, backend=args.backend)
-    return run.lineage(where=args.where, sample=args.sample, seed=args.seed, backend=args.backend)
+        return run.lineage(rows=rows, backend=args.backend, engine=args.engine)
+    return run.lineage(
+        where=args.where, sample=args.sample, seed=args.seed, backend=args.backend, engine=args.engine
+    )
 
 
 def _load(args: argparse.Namespace, progress: Progress) -> Run:
@@ -115,7 +118,7 @@ def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[Aug
     answers = []
     for i, row in enumerate(targets, 1):
         with progress.working(f"row {i} of {len(targets)}"):
-            answers.append(run.lineage(rows=[row], backend=args.backend))
+            answers.append(run.lineage(rows=[row], backend=args.backend, engine=args.engine))
     return answers
 
 
@@ -156,13 +159,21 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     which.add_argument("--where", help="output rows matching this SQL predicate, e.g. \"Judge = 'Reject'\"")
     which.add_argument("--sample", type=int, metavar="N", help="N output rows drawn at random (seeded)")
     which.add_argument(
-        "--most-uncertain", type=int, metavar="N",
+        "--most-uncertain",
+        type=int,
+        metavar="N",
         help="the N output rows whose probability is closest to 1/2 (runs with --backend confidence)",
     )
     choose.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
     choose.add_argument(
-        "--backend", choices=["lazy", "eager", "compressed"],
+        "--backend",
+        choices=["lazy", "eager", "compressed"],
         help="answer from the run's own backend (default), trace it (lazy), or from the indexes kept",
+    )
+    choose.add_argument(
+        "--engine",
+        choices=["auto", "in-process", "spark"],
+        help="where lazy tracing queries run (default auto: in process where that gives Spark's answers)",
     )
 
     p = sub.add_parser(
@@ -175,9 +186,18 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     p.add_argument("taskfile", metavar="TASKFILE", help="a .sql or .py task file")
     p.add_argument("--strategy", choices=["fm", "rerun", "full"], help="what to store (default fm)")
     p.add_argument(
-        "--backend", choices=["lazy", "eager", "compressed", "confidence"], default="lazy",
+        "--backend",
+        choices=["lazy", "eager", "compressed", "confidence"],
+        default="lazy",
         help="lineage backend (default lazy; compressed: eager indexes kept ProvRC-compressed; "
         "confidence: also how likely each row is)",
+    )
+    p.add_argument(
+        "--reasons",
+        choices=["auto", "eager", "lazy"],
+        default="auto",
+        help="model reasons computed while the task runs (eager) or when a question reaches a call "
+        "(lazy; default auto: lazy for models whose reasons are expensive)",
     )
     p.set_defaults(func=run_task)
 

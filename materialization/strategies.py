@@ -6,7 +6,7 @@
 
 ``reasons="lazy"`` (fm and full): the task runs in normal mode, so the stored model calls
 keep their values only; a question computes the reasons of the calls it reaches, and caches
-them in the run.
+them in the run. ``"auto"`` (the default) is lazy where a model's reasons are expensive.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from segmenter.segments import Segment
 
 STRATEGIES = ("rerun", "full", "fm")
-REASONS = ("eager", "lazy")  # when reasoning-mode reasons are computed: task or question time
+REASONS = ("auto", "eager", "lazy")  # when reasons are computed: task time, question time
 
 
 def check_strategy(strategy: str) -> str:
@@ -27,6 +27,14 @@ def check_reasons(reasons: str) -> str:
     if reasons not in REASONS:
         raise ValueError(f"reasons must be one of {', '.join(REASONS)}, not {reasons!r}")
     return reasons
+
+
+def resolve_reasons(reasons: str, strategy: str, costs: list[str]) -> str:
+    """``reasons`` with "auto" decided: lazy for fm and full when some model's reasons are
+    expensive (``ReasoningUDF.reason_cost``), else computed while the task runs."""
+    if check_reasons(reasons) != "auto":
+        return reasons
+    return "lazy" if check_strategy(strategy) != "rerun" and "expensive" in costs else "eager"
 
 
 def run_mode(strategy: str, reasons: str = "eager") -> str:

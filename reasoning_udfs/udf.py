@@ -32,6 +32,9 @@ class ReasoningUDF:
     name: ClassVar[str]
     value_type: ClassVar[str]
     reason_type: ClassVar[str]
+    # "expensive": a reason costs many times the value (Integrated Gradients, say), so under
+    # reasons="auto" a run computes reasons only for the calls a question reaches
+    reason_cost: ClassVar[str] = "cheap"
 
     def __init__(self) -> None:
         for attr in ("name", "value_type", "reason_type"):

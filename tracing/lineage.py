@@ -120,6 +120,7 @@ class AugmentedLineage:
             "source_lineage": {t: self.source_rows(t) for t in self.tables},
             "reasoning_lineage": self.reasoning_rows(),
             "tracing_queries": [q.__dict__ for q in self.queries],
+            "engine": self.engine,
             "confidence": self.confidence.to_dict() if self.confidence is not None else None,
         }
 
@@ -151,7 +152,8 @@ class AugmentedLineage:
                 call = f"{fmt_row(r['inputs'])} -> {entry.value}={r['value']!r}"
                 lines.append(f"    {call}  reason={_plain(r['reason'])}")
             lines += _more(len(rows), "    ")
-        lines.append(f"Tracing queries ({self.seconds:.2f} s)")
+        ran = f", {self.engine}" if self.engine else ""
+        lines.append(f"Tracing queries ({self.seconds:.2f} s{ran})")
         for q in self.queries:
             outs = ", ".join(f"{k}: {'all' if v is None else v}" for k, v in q.rows_out.items())
             rows_in = "all" if q.rows_in is None else q.rows_in

@@ -40,9 +40,10 @@ from materialization.restore import Restorer
 from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
 from materialization.store import DERIVED, ResultsStore, Uncertainty, new_id
-from materialization.strategies import check_reasons, check_strategy
+from materialization.strategies import check_reasons, check_strategy, resolve_reasons
+from reasoning_udfs.udf import lookup
 from segmenter.errors import LineageError
-from segmenter.operators import Source, Task, from_dict
+from segmenter.operators import Function, Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
 from tracing.confidence.answer import ConfidenceAnswer
@@ -162,7 +163,7 @@ class LineageSession:
         backend: str = "lazy",
         capture: Capture | None = None,
         code: str | None = None,
-        reasons: str = "eager",
+        reasons: str = "auto",
     ) -> Run:
         """Run ``task`` and persist it.
 
@@ -176,7 +177,9 @@ class LineageSession:
         ``full``, plus the boolean lineage of every row over uncertain facts. ``code``: the
         code that built a DataFrame task, recorded for reports (else Spark's analyzed plan).
         ``reasons="lazy"`` (lazy backend): model calls run in normal mode while the task runs;
-        a question computes the reasons of the calls it reaches and keeps them in the run."""
+        a question computes the reasons of the calls it reaches and keeps them in the run;
+        ``"eager"``: reasons computed while the task runs; ``"auto"`` (default): lazy where a
+        model's reasons are expensive (``ReasoningUDF.reason_cost``)."""
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         if backend != "lazy":
@@ -201,6 +204,11 @@ class LineageSession:
         if check_reasons(reasons) == "lazy" and backend != "lazy":
             raise ValueError(f"reasons='lazy' applies to backend='lazy' only (got backend={backend!r})")
         parsed = with_code(self.parse(task), task, code)
+        if backend == "lazy":
+            costs = [lookup(n.udf).reason_cost for n in parsed.root.walk() if isinstance(n, Function)]
+            reasons = resolve_reasons(reasons, strategy, costs)
+        else:
+            reasons = "eager"
         root = segment(parsed.root)
         if capture is not None:
             capture.resolve(parsed)  # a bad declaration fails before anything runs

@@ -128,7 +128,7 @@ class _Checker:
             if not _is_numeric(inner):
                 raise NotInProcess(f"-{inner}")
             return inner
-        if isinstance(node, exp.TryCast):  # sqlglot reads Spark's CAST as TRY_CAST
+        if isinstance(node, exp.Cast):  # CAST (read as TRY_CAST) or a DATE '...' literal
             return self._cast(node)
         if isinstance(node, _DATE_PARTS):
             inner = node.this.this if isinstance(node.this, exp.TsOrDsToDate) else node.this
@@ -172,7 +172,7 @@ class _Checker:
         if node.args.get("query") is not None or not node.expressions:
             raise NotInProcess("IN over a subquery")
         for item in node.expressions:
-            if not isinstance(item, (exp.Literal, exp.Null, exp.Boolean, exp.TryCast, exp.Neg)):
+            if not isinstance(item, (exp.Literal, exp.Null, exp.Boolean, exp.Cast, exp.Neg)):
                 raise NotInProcess("IN over non-literals")
             self._comparable(left, self.type_of(item), node)
         return "boolean"
@@ -202,7 +202,7 @@ class _Checker:
             raise NotInProcess("% by zero")
         return a
 
-    def _cast(self, node: exp.TryCast) -> SqlType:
+    def _cast(self, node: exp.Cast) -> SqlType:
         source = self.type_of(node.this)
         target = spark_type(node.to.sql(dialect="spark").lower())
         if source == target:

@@ -1,0 +1,97 @@
+"""The in-process engine's allow-list (tracing/engines/duck_expressions.py): every expression
+it accepts gives, in DuckDB, the values Spark gives on the same rows (NULLs, negative numbers,
+decimals of several scales, Unicode and empty strings, dates), and what could differ is
+refused, so the question goes to Spark."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import duckdb
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from segmenter.operators import Expr
+from tracing.engines.duck_expressions import NotInProcess, spark_type, to_duckdb
+
+SCHEMA = "i int, b bigint, d decimal(12,2), e decimal(15,4), s string, dt date, f double"
+ROWS = [
+    (3, 10, Decimal("1.50"), Decimal("0.0500"), "abc", date(2020, 12, 31), 0.1),
+    (-7, None, Decimal("-2.25"), Decimal("1.0000"), "", date(1995, 3, 15), -0.0),
+    (None, -4, None, Decimal("0.1234"), "äbc", None, None),
+    (0, 2**40, Decimal("9999999999.99"), None, None, date(2000, 2, 29), 2.5),
+]
+TYPES = {c.split()[0]: spark_type(c.split()[1]) for c in SCHEMA.split(", ")}
+ACCEPTED = [
+    "(i = 3)", "(i <=> b)", "(NOT (i = 3))", "((i > 0) AND (s IS NULL))", "((i > 0) OR (s IS NOT NULL))",
+    "(s = 'abc')", "(s < 'b')", "(s IN ('abc', 'äbc', ''))", "(i IN (3, -7))", "(s LIKE 'a%')",
+    "(s LIKE '_bc')", "(dt < DATE '2000-01-01')", "(dt >= CAST('1995-03-15' AS DATE))", "year(dt)",
+    "month(dt)", "(i BETWEEN -7 AND 2)", "(i % 4)", "(b % 3)", "(-i)", "(i + b)", "(b - i)", "(i * 2)",
+    "(d + e)", "(d - e)", "(d * e)", "(d * (CAST(1 AS DECIMAL(1,0)) - e))", "(d > 0.5BD)",
+    "CAST(i AS BIGINT)", "CAST(i AS DECIMAL(12,2))", "CAST(d AS DECIMAL(20,4))", "(d = e)", "(i = d)",
+    "(CAST(d AS DECIMAL(27,3)) >= (e * 0.5BD))",
+]  # fmt: skip
+AGGREGATES = [
+    "sum(d)",
+    "sum(i)",
+    "sum(b)",
+    "count(1)",
+    "count(s)",
+    "count(DISTINCT s)",
+    "min(s)",
+    "max(dt)",
+    "min(d)",
+]
+REFUSED = [
+    "(f = 0.1)",  # doubles: NaN, -0.0 and printing differ
+    "(d / e)",  # decimal division rounds by Spark's rules
+    "avg(d)",
+    "substring(s, 0, 2)",  # 0 and negative positions differ
+    "upper(s)",
+    "(d * d * d * d)",  # beyond 38 digits Spark rounds the scale
+    "CAST(d AS DECIMAL(5,2))",  # narrowing
+    "CAST(s AS INT)",
+    "(s LIKE 'a\\\\%')",  # Spark's default escape character
+    "CASE WHEN (i > 0) THEN 1 ELSE 0 END",
+    "(i % b)",
+    "(unknown = 1)",
+    "current_date()",
+]
+
+
+@pytest.fixture(scope="module")
+def frame(spark: SparkSession):
+    return spark.createDataFrame(ROWS, SCHEMA)
+
+
+def _duckdb(frame, select: list[str], aggregate: bool = False) -> list[tuple]:
+    """``select`` by DuckDB over the frame's rows (in their order)."""
+    table = frame.toArrow()
+    con = duckdb.connect()
+    con.register("t", table.append_column("__n", pa.array(range(table.num_rows))))
+    return con.execute(
+        f"SELECT {', '.join(select)} FROM t" + ("" if aggregate else " ORDER BY __n")
+    ).fetchall()
+
+
+def test_accepted_expressions_give_spark_values(frame) -> None:
+    spark_rows = [tuple(r) for r in frame.select(*[F.expr(e) for e in ACCEPTED]).collect()]
+    duck_rows = _duckdb(frame, [to_duckdb(Expr(e), TYPES) for e in ACCEPTED])
+    for j, e in enumerate(ACCEPTED):
+        assert [r[j] for r in spark_rows] == [r[j] for r in duck_rows], e
+
+
+def test_aggregates_give_spark_values(frame) -> None:
+    spark_row = tuple(frame.select(*[F.expr(e) for e in AGGREGATES]).collect()[0])
+    (duck_row,) = _duckdb(frame, [to_duckdb(Expr(e), TYPES) for e in AGGREGATES], aggregate=True)
+    for e, want, got in zip(AGGREGATES, spark_row, duck_row):
+        assert want == got, e
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_what_could_differ_is_refused(sql: str) -> None:
+    with pytest.raises(NotInProcess):
+        to_duckdb(Expr(sql), TYPES)

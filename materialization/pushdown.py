@@ -9,6 +9,7 @@ only the left input is restricted: (T1 − T2) ⋉ Ō → (T1 ⋉ Ō) − T2.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,7 +32,7 @@ BROADCAST_ROWS = 200_000
 
 @dataclass(frozen=True)
 class Restriction:
-    values: DataFrame
+    values: Any  # a DataFrame (or another engine's relation: tracing.engines)
     on: dict[str, str]  # column of ``values`` -> column id of the restricted node
     rows: int
     complete: bool = False  # values are whole reasoning-mode rows of the node's output

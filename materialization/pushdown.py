@@ -1,13 +1,16 @@
 """Semi-join push-down (paper §6.1): restrict each input to rows that can reach the targets.
 
 A :class:`Restriction` says "keep rows whose columns equal some row of ``values``". It is
-pushed through every operator along the columns that pass it unchanged; a column computed by
+pushed through every operator along the columns that pass it unchanged (and across an inner
+join's ``a = b``: a value that restricts a restricts b's input too); a column computed by
 the operator (an aggregate, a UDF value) simply stops being a constraint. For a difference
 only the left input is restricted: (T1 − T2) ⋉ Ō → (T1 ⋉ Ō) − T2.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,6 +21,7 @@ from materialization.compile import null_safe_match
 from segmenter.operators import (
     Aggregation,
     Difference,
+    Expr,
     Function,
     Join,
     Node,
@@ -52,15 +56,24 @@ class Restriction:
         return replace(self, on=on, complete=False) if on else None
 
 
-def passing_columns(node: Node) -> list[dict[str, str]]:
-    """Per child of ``node``: output column id -> child column id, for unchanged columns."""
+def passing_columns(node: Node, equal: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
+    """Per child of ``node``: output column id -> child column id, for unchanged columns.
+    ``equal``: column pairs a selection right above a join equates (a comma join's WHERE)."""
     if isinstance(node, (Selection, Function)):
         return [{c.id: c.id for c in node.child.columns}]
     if isinstance(node, Projection):
         return [{c.id: e.is_column() for c, e in node.outputs if e.is_column()}]  # type: ignore[misc]
     if isinstance(node, Join):
         maps = [{c.id: c.id for c in child.columns} for child in node.inputs]
-        return maps[:1] + [{}] if node.semi else maps
+        if node.semi:
+            return maps[:1] + [{}]
+        for a, b in [*_equated(node.condition), *equal]:  # joined on a = b: a restricts b's input too
+            for m in maps:
+                if b in m and a not in m:
+                    m[a] = b
+                if a in m and b not in m:
+                    m[b] = a
+        return maps
     if isinstance(node, Aggregation):
         return [{c.id: e.is_column() for c, e in node.keys if e.is_column()}]  # type: ignore[misc]
     if isinstance(node, Union):
@@ -72,6 +85,20 @@ def passing_columns(node: Node) -> list[dict[str, str]]:
     raise TypeError(f"unknown operator {type(node).__name__}")
 
 
+_EQUALS = re.compile(r"^\(`?([A-Za-z0-9_]+)`? = `?([A-Za-z0-9_]+)`?\)$")
+
+
+def _equated(condition: Sequence[Expr]) -> list[tuple[str, str]]:
+    """Pairs of columns a condition equates (``a = b`` of two bare columns: the same type,
+    and every row that passes has equal, non-NULL values there)."""
+    pairs = []
+    for e in condition:
+        found = _EQUALS.match(e.sql)
+        if found and {found[1], found[2]} == set(e.refs):
+            pairs.append((found[1], found[2]))
+    return pairs
+
+
 def push_to_leaves(
     top: Node, leaves: tuple[Node, ...], restriction: Restriction | None
 ) -> dict[int, Restriction | None]:
@@ -79,12 +106,13 @@ def push_to_leaves(
     out: dict[int, Restriction | None] = {}
     leaf_ids = {id(leaf) for leaf in leaves}
 
-    def visit(node: Node, r: Restriction | None) -> None:
+    def visit(node: Node, r: Restriction | None, equal: Sequence[tuple[str, str]] = ()) -> None:
         if id(node) in leaf_ids:
             out[id(node)] = r
             return
-        for child, mapping in zip(node.children, passing_columns(node)):
-            visit(child, r.narrowed(mapping) if r is not None else None)
+        below = _equated(node.condition) if isinstance(node, Selection) else ()
+        for child, mapping in zip(node.children, passing_columns(node, equal)):
+            visit(child, r.narrowed(mapping) if r is not None else None, below)
 
     visit(top, restriction)
     return out

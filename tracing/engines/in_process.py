@@ -54,6 +54,7 @@ class Rel:
 
     sql: str
     cols: tuple[str, ...]
+    nonnull: frozenset[str] = frozenset()  # columns known to hold no NULL
 
     def tags(self) -> list[str]:
         return [c for c in self.cols if c.startswith(TAG_PREFIX)]
@@ -323,7 +324,10 @@ class DuckEngine:
     def _register(self, table: pa.Table) -> Settled:
         name = f"__settled_{next(self._names)}"
         self.con.register(name, table)
-        return Settled(Rel(f"SELECT * FROM {name}", tuple(table.column_names)), table.num_rows, table)
+        nonnull = frozenset(c for c in table.column_names if table.column(c).null_count == 0)
+        return Settled(
+            Rel(f"SELECT * FROM {name}", tuple(table.column_names), nonnull), table.num_rows, table
+        )
 
     def _expr(self, e: Expr) -> str:
         if e.sql not in self._sql:
@@ -337,7 +341,12 @@ class DuckEngine:
         if not on:
             return rel
         values: Rel = restriction.values
-        cond = " AND ".join(f"x.{q(n)} IS NOT DISTINCT FROM v.{q(v)}" for n, v in on.items())
+        # null-safe; plain = where the values hold no NULL (the same rows, and DuckDB then
+        # pushes the keys into the scan of the Parquet files as a filter)
+        cond = " AND ".join(
+            f"x.{q(n)} {'=' if v in values.nonnull else 'IS NOT DISTINCT FROM'} v.{q(v)}"
+            for n, v in on.items()
+        )
         return Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({values.sql}) v ON {cond}", rel.cols)
 
     def _source(self, node: Source) -> Rel:

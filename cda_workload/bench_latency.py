@@ -157,7 +157,10 @@ def measure(
     rows = [tuple(r) for r in output.collect()]
     reference = Reference(REFERENCES[case.name], runs["fm"]) if case.name in REFERENCES else None
     rng = random.Random(seed)
-    records = []
+    records: list[dict[str, Any]] = []
+    if not rows:
+        log(f"{case.name} @{case.scale}: no output rows, no question to ask")
+        return records
     for size in SIZES:
         n = min(size, len(rows))
         seconds: dict[str, list[float]] = {w: [] for w in WAYS}
@@ -325,11 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.task_time:
             records += task_times(als, case, args.repeat, log)
         records += measure(als, case, args.repeat, args.seed, log)
-    info["load_after"] = os.getloadavg()
-    (out / "bench_latency.json").write_text(json.dumps({**info, "records": records}, indent=2, default=str))
-    table = markdown(records, info)
-    (out / "bench_latency.md").write_text(table)
-    print(table)
+        info["load_after"] = os.getloadavg()  # written after every case: an interruption keeps them
+        (out / "bench_latency.json").write_text(
+            json.dumps({**info, "records": records}, indent=2, default=str)
+        )
+        (out / "bench_latency.md").write_text(markdown(records, info))
+    print((out / "bench_latency.md").read_text())
     log(f"wrote {out / 'bench_latency.json'} and {out / 'bench_latency.md'}")
     return 0
 

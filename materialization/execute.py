@@ -60,8 +60,7 @@ def execute_run(
         progress("writing the task output")
         out_path = f"{staging}/output"
         with translate_udf_errors():
-            store.write_parquet(finish(task, final), out_path)
-        output_rows = spark.read.parquet(out_path).count()
+            output_rows = store.write_parquet(finish(task, final), out_path)
         task_seconds = time.perf_counter() - started
         record = {
             "run_id": run_id,
@@ -172,10 +171,9 @@ def _store_segment(
 ) -> tuple[DataFrame, dict[str, Any]]:
     path = f"{staging}/segment-{seg.id}"
     with translate_udf_errors():
-        store.write_parquet(df, path)
-    df = spark.read.parquet(path)
-    info = {"dir": f"segment-{seg.id}", "mode": mode, "rows": df.count(), "bytes": store.size(path)}
-    return df, info
+        rows = store.write_parquet(df, path)
+    info = {"dir": f"segment-{seg.id}", "mode": mode, "rows": rows, "bytes": store.size(path)}
+    return spark.read.schema(df.schema).parquet(path), info
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
@@ -170,8 +170,12 @@ class ResultsStore:
             reason = str(exc.java_exception.getMessage()).splitlines()[0]
             raise StoreError(f"results store {self.uri} is not writable: {reason}") from None
 
-    def write_parquet(self, df: DataFrame, path: str) -> None:
-        df.write.mode("error").option("compression", "zstd").parquet(path)
+    def write_parquet(self, df: DataFrame, path: str) -> int:
+        """Write ``df``; its row count, observed while writing (no second job to count)."""
+        rows = Observation("rows")
+        counted = df.observe(rows, F.count(F.lit(1)).alias("n"))
+        counted.write.mode("error").option("compression", "zstd").parquet(path)
+        return int(rows.get["n"])
 
     # --- sources ------------------------------------------------------------------------------
     def register_source(
@@ -210,8 +214,7 @@ class ResultsStore:
         final = self.path("sources", name, snapshot_id)
         staging = self.path("sources", name, f"{STAGING}{snapshot_id}")
         try:
-            self.write_parquet(df, staging)
-            rows = self.spark.read.parquet(staging).count()
+            rows = self.write_parquet(df, staging)
             meta = {
                 "table": name,
                 "key": list(key),

@@ -589,10 +589,12 @@ def test_small_eager_answers_run_no_spark_job(runs: Runs) -> None:
     with spark_jobs() as eager_forward:
         fwd = run.forward(table="loan", ids=["L02", "L03"])
         assert len(fwd) == 2
-    with spark_jobs() as lazy_backward:  # the control: the tracing queries are Spark jobs
+    with spark_jobs() as in_process:  # lazy tracing queries answered in process: no job either
         run.lineage(rows=[("Reject", 1)], backend="lazy").source_rows("loan")
-    assert eager_backward == [0] and eager_forward == [0]
-    assert lazy_backward[0] > 0
+    with spark_jobs() as on_spark:  # the control: tracing queries forced onto Spark are jobs
+        run.lineage(rows=[("Reject", 1)], backend="lazy", engine="spark").source_rows("loan")
+    assert eager_backward == [0] and eager_forward == [0] and in_process == [0]
+    assert on_spark[0] > 0
 
 
 def test_dates_and_decimals_survive_the_indexes(runs: Runs) -> None:

@@ -5,12 +5,10 @@ in the batch and however often it runs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
-import torch
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_type
 
@@ -39,12 +37,7 @@ CALLS: list[tuple[ReasoningUDF, list[str], list[tuple[Any, ...]]]] = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _batch(types: list[str], rows: list[tuple[Any, ...]]) -> list[pa.Array]:

@@ -4,12 +4,10 @@ through Spark in reasoning mode."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from pyspark.sql import SparkSession
 
 from models import ModelNotFoundError, sentiment_model
@@ -29,14 +27,7 @@ PAPER_ROWS = {  # Havey, Joa, Kim, Pia of cda_workload/loan_example.py
 BOTH = pytest.mark.parametrize("udf", [credit_exam, credit_exam_lime], ids=["shap", "lime"])
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """As in Spark's Python workers (OMP_NUM_THREADS=1): on 2 shared cores, 2 intra-op threads
-    beside the JVM and a worker were up to 20 times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_positive_text_is_explained_by_great() -> None:

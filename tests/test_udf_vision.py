@@ -5,12 +5,10 @@ path resolution, bad input, missing files, and one run each through Spark in rea
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
 import pytest
-import torch
 from pyspark.sql import SparkSession
 from skimage import data
 
@@ -28,13 +26,7 @@ WITHOUT_PERSON = f"{VAL}/000000000285.jpg"  # label file: a bear only
 MIN_HELD_OUT_ACCURACY = 0.6
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """As in Spark's Python workers (OMP_NUM_THREADS=1); faster on 2 shared cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

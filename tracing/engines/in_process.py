@@ -3,7 +3,7 @@ intermediates and source snapshots) and Arrow tables, without a Spark job.
 
 It answers only what it can answer exactly as Spark would (:func:`check_in_process` says
 so before a question starts): every file local, every expression on the allow-list of
-:mod:`tracing.engines.duck_expressions`, and no model call to rerun.
+:mod:`tracing.engines.duck_expressions`, and every model call to rerun a registered UDF.
 """
 
 from __future__ import annotations
@@ -64,11 +64,15 @@ def q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _parquet(uri: str) -> str:
+def _local(uri: str) -> str:
     path = local_path(uri)
     if path is None:
         raise NotInProcess(f"{uri} is not on the local file system")
-    return "read_parquet(" + "'" + f"{path}/*.parquet".replace("'", "''") + "')"
+    return path
+
+
+def _parquet(uri: str) -> str:
+    return "read_parquet(" + "'" + f"{_local(uri)}/*.parquet".replace("'", "''") + "')"
 
 
 def column_types(root: Segment) -> dict[str, SqlType]:
@@ -137,11 +141,13 @@ def _keep(table: pa.Table, folder: str) -> None:
         pass
 
 
+def _arrays(table: pa.Table, args: list[str], types: list[str]) -> list[pa.Array]:
+    """The argument columns as the Arrow arrays Spark would pass a UDF (its types, one chunk)."""
+    return [table.column(a).combine_chunks().cast(to_arrow_type(parse_type(t))) for a, t in zip(args, types)]
+
+
 def _bytes(uri: str) -> int:
-    path = local_path(uri)
-    if path is None:
-        raise NotInProcess(f"{uri} is not on the local file system")
-    return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+    return sum(e.stat().st_size for e in os.scandir(_local(uri)) if e.is_file())
 
 
 class DuckEngine:
@@ -270,11 +276,8 @@ class DuckEngine:
         """The stored rows of ``seg`` (model values, no reasons) with the reason of every call
         among them: from the run's cache, else computed now and cached."""
         for fn in seg.functions:
-            typed = [typed_duckdb(a, self.types) for a in fn.args]
-            args = [f"__arg{i}" for i in range(len(typed))]
-            evaluated = ", ".join(f"{sql} AS {q(a)}" for (sql, _), a in zip(typed, args))
-            keyed = Rel(f"SELECT *, {evaluated} FROM ({rel.sql})", (*rel.cols, *args))
-            reasons = self._reasons(fn, keyed, args, [ddl for _, ddl in typed])
+            keyed, args, types = self._with_args(fn, rel)
+            reasons = self._reasons(fn, keyed, args, types)
             on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
             kept = ", ".join(f"x.{q(c)}" for c in rel.cols if c != fn.reason.id)
             joined = f"({keyed.sql}) x LEFT JOIN ({reasons.sql}) k ON {on}"
@@ -298,11 +301,7 @@ class DuckEngine:
             missing = Rel(f"SELECT c.* FROM ({calls.rows.sql}) c ANTI JOIN {cache} k ON {on}", ())
         todo: pa.Table = self.settle(missing).local
         if todo.num_rows:
-            arrays = [
-                todo.column(a).combine_chunks().cast(to_arrow_type(parse_type(t)))
-                for a, t in zip(args, types)
-            ]
-            made = lookup(fn.udf).arrow_function("reasoning")(*arrays)
+            made = lookup(fn.udf).arrow_function("reasoning")(*_arrays(todo, args, types))
             if made.field("value").to_pylist() != todo.column("__value").to_pylist():
                 raise LineageError(
                     f"UDF {fn.udf} gives other values now than while the task ran: its reasons cannot be "
@@ -316,6 +315,14 @@ class DuckEngine:
                 f"SELECT {', '.join(f'NULL AS {q(a)}' for a in args)}, NULL AS __reason WHERE FALSE", ()
             )
         return Rel(" UNION ALL ".join(f"({p})" for p in parts), ())
+
+    def _with_args(self, fn: Function, rel: Rel) -> tuple[Rel, list[str], list[str]]:
+        """``rel`` with ``fn``'s arguments evaluated as columns ``__arg<i>``, their names and
+        their Spark types (DDL)."""
+        typed = [typed_duckdb(a, self.types) for a in fn.args]
+        args = [f"__arg{i}" for i in range(len(typed))]
+        evaluated = ", ".join(f"{sql} AS {q(a)}" for (sql, _), a in zip(typed, args))
+        return Rel(f"SELECT *, {evaluated} FROM ({rel.sql})", (*rel.cols, *args)), args, [t for _, t in typed]
 
     def _in_run(self, name: str) -> str:
         return f"{self.restorer.run_dir}/{name}"
@@ -384,16 +391,11 @@ class DuckEngine:
         """φ in reasoning mode on the (pushed-down) input rows: the UDF's own Arrow function,
         on arguments of the Arrow types Spark would pass."""
         udf = _callable(node)
-        typed = [typed_duckdb(a, self.types) for a in node.args]
-        exprs = [f"{sql} AS {q(f'__arg{i}')}" for i, (sql, _) in enumerate(typed)]
-        with_args = self.settle(Rel(f"SELECT *, {', '.join(exprs)} FROM ({kid.sql})", kid.cols)).local
+        keyed, args, types = self._with_args(node, kid)
+        with_args: pa.Table = self.settle(keyed).local
         if with_args.num_rows > MAX_CALLS:
             raise NotInProcess(f"{with_args.num_rows:,} calls of {node.udf} (in process up to {MAX_CALLS:,})")
-        args = [  # of the Arrow types Spark would pass
-            with_args.column(f"__arg{i}").combine_chunks().cast(to_arrow_type(parse_type(ddl)))
-            for i, (_, ddl) in enumerate(typed)
-        ]
-        calls = udf.arrow_function("reasoning")(*args)
+        calls = udf.arrow_function("reasoning")(*_arrays(with_args, args, types))
         rows = with_args.select(list(kid.cols))
         table = rows.append_column(node.value.id, calls.field("value"))
         table = table.append_column(node.reason.id, calls.field("reason"))

@@ -262,12 +262,15 @@ class Run:
     def dir(self) -> str:
         return self.session.store.run_dir(self.id)
 
+    @property
+    def _output_path(self) -> str:
+        return f"{self.dir}/{self.record['output']['dir']}"
+
     @cached_property
     def _stored_output(self) -> DataFrame:
         """The root's rows by column id (an eager run stores lineage columns beside them)."""
         cols = self.task.root.columns
-        path = f"{self.dir}/{self.record['output']['dir']}"
-        df = read_columns(self.session.spark, path, [(c.id, c.dtype) for c in cols])
+        df = read_columns(self.session.spark, self._output_path, [(c.id, c.dtype) for c in cols])
         return df.select(*[ref(c.id) for c in cols])
 
     def _index(self, backend: str) -> EagerIndex:
@@ -539,11 +542,12 @@ class Run:
         """The chosen output rows (by column id) as the engine's relation: read in process
         where the engine can, else chosen by Spark (then also returned as a DataFrame)."""
         if isinstance(tracer, DuckEngine) and sample is None:
-            path = f"{self.dir}/{self.record['output']['dir']}"
             names = [c.name for c in self.task.output]
             given = self._given_rows(names, rows) if rows is not None else None
             try:
-                return tracer.chosen(path, self.task.root.columns, self.task.output, where, given), None
+                task = self.task
+                picked = tracer.chosen(self._output_path, task.root.columns, task.output, where, given)
+                return picked, None
             except NotInProcess:
                 pass  # a predicate DuckDB might judge otherwise: Spark chooses
         df, count, local = settle(self._choose(where, rows, sample, seed))

@@ -10,7 +10,7 @@ can split joined rows back into the rows of each input (the paper's Split operat
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
@@ -81,6 +81,7 @@ class Compiler:
     mode: str = "normal"
     inputs: Callable[[Node], DataFrame | None] = lambda node: None
     tagged: bool = False
+    probes: dict[int, str] = field(default_factory=dict)  # tagged: semi-joins kept as such (tracing)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -105,9 +106,13 @@ class Compiler:
 
     def _join(self, node: Join) -> DataFrame:
         frames = [self.compile(child) for child in node.inputs]
-        if node.semi and not self.tagged:
-            cond = _conjunction(node.condition)
-            return frames[0].join(frames[1], cond if cond is not None else F.lit(True), "left_semi")
+        probe = self.probes.get(id(node))
+        if node.semi and (probe or not self.tagged):
+            cond = conjunction(node.condition)
+            kept = frames[0].join(frames[1], cond if cond is not None else F.lit(True), "left_semi")
+            if probe:
+                kept = kept.withColumn(probe, F.struct(*[ref(c.id) for c in node.probe_columns()]))
+            return kept
         pending = list(node.condition)
         available = {c.id for c in node.inputs[0].columns}
         df = frames[0]
@@ -115,7 +120,7 @@ class Compiler:
             available |= {c.id for c in child.columns}
             usable = [e for e in pending if e.refs <= available]
             pending = [e for e in pending if e not in usable]
-            cond = _conjunction(usable)
+            cond = conjunction(usable)
             df = df.join(frame, cond, "inner") if cond is not None else df.crossJoin(frame)
         if node.semi:  # tagged: keep the right input's tags, not its columns
             keep = [c.id for c in node.inputs[0].columns] + tags_of(df)
@@ -173,7 +178,7 @@ def pinned(udf: ReasoningUDF, mode: str) -> Any:
     return udf.spark_udf(mode).asNondeterministic()
 
 
-def _conjunction(exprs: list[Expr] | tuple[Expr, ...]) -> Column | None:
+def conjunction(exprs: list[Expr] | tuple[Expr, ...]) -> Column | None:
     if not exprs:
         return None
     return F.expr(" AND ".join(f"({e.sql})" for e in exprs))

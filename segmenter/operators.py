@@ -145,6 +145,12 @@ class Join(Node):
             return self.inputs[0].columns
         return tuple(c for child in self.inputs for c in child.columns)
 
+    def probe_columns(self) -> tuple[Col, ...]:
+        """A semi-join's left columns that its condition reads: all a left row shows of
+        which right rows match it (tracing probes the right side with them)."""
+        refs = frozenset().union(*(e.refs for e in self.condition))
+        return tuple(c for c in self.inputs[0].columns if c.id in refs)
+
     def describe(self) -> str:
         cond = " AND ".join(e.sql for e in self.condition) or "TRUE"
         return ("semi " if self.semi else "") + cond

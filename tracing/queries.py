@@ -6,16 +6,24 @@ the rows that agree with a target (on the top grouping keys, or on the body's co
 there is no aggregation) are kept; each input's tag then gives its rows (Split). φ appends
 values that are functions of the row, so it never needs to be re-evaluated here.
 
+A semi-join L ⋉_θ R is evaluated as one, not as the inner join L ⋈_θ R its lineage is defined
+by: each kept row carries a *probe* (its columns that θ reads), and R's part of the lineage
+is R ⋉_θ (the distinct probes of the rows kept), traced on down R the same way. The rows are
+those the inner join would give (r is in the lineage iff θ(l, r) for a kept l), without the
+join's product: Q21's NOT EXISTS difference has 0.7 M pairs for 12 k rows.
+
 D segment T₁ − T₂: {Ō, T₂}.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from materialization.compile import TAG_PREFIX
 from materialization.pushdown import Restriction, push_to_leaves
-from segmenter.operators import Node
+from segmenter.operators import Join, Node
 from segmenter.segments import Segment
 from tracing.engines import Engine, Settled
 
@@ -41,7 +49,9 @@ def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> li
         tags[id(leaf)] = tag = f"{TAG_PREFIX}{j}"
         rel = engine.leaf_input(seg, leaf, pushed[id(leaf)])
         inputs[id(leaf)] = engine.tagged(rel, tag, leaf.columns)
-    joined = engine.body(seg.body_top, inputs)
+    semis = _semi_joins(seg.body_top, tags, probed=False)
+    probes = {id(s): f"{TAG_PREFIX}probe{k}" for k, s in enumerate(semis)}
+    joined = engine.body(seg.body_top, inputs, probes)
     for agg in reversed(seg.aggregations):
         joined = engine.with_keys(joined, agg.keys)
     if targets is not None:
@@ -51,11 +61,53 @@ def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> li
             match = {c.id for c in seg.body_top.match_columns()}
         on = {v: n for v, n in targets.on.items() if n in match}
         joined = engine.semi(joined, Restriction(targets.values, on, targets.rows))
-    settled = engine.settle(joined)  # evaluated once; each input's split reads it
-    return [
-        LeafLineage(leaf, seg.child_for(leaf), rows=engine.split(settled, tags[id(leaf)]))
-        for leaf in seg.leaves
-    ]
+    found = _split(engine.settle(joined), seg.body_top, inputs, tags, probes, engine)
+    return [LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)]) for leaf in seg.leaves]
+
+
+def _split(
+    settled: Settled,
+    top: Node,
+    inputs: dict[int, Any],
+    tags: dict[int, str],
+    probes: dict[int, str],
+    engine: Engine,
+) -> dict[int, Settled]:
+    """Split of the rows ``settled`` (evaluated from ``top``) into each input's rows: the
+    inputs ``top`` reaches by their tags, those on the right of a probed semi-join by
+    tracing that side against the probes."""
+    found = {id(leaf): engine.split(settled, tags[id(leaf)]) for leaf in _reached(top, tags)}
+    for semi in _semi_joins(top, tags):
+        probe = engine.split(settled, probes[id(semi)])
+        right = semi.inputs[1]
+        matched = engine.settle(engine.matching(engine.body(right, inputs, probes), probe, semi.condition))
+        found |= _split(matched, right, inputs, tags, probes, engine)
+    return found
+
+
+def _walk(node: Node, tags: dict[int, str], probed: bool = True) -> Iterator[Node]:
+    """The operators from ``node`` down to the segment's inputs; with ``probed``, not into
+    the right side of a semi-join that is probed (that side is traced by its probes)."""
+    yield node
+    if id(node) in tags:
+        return
+    kids = node.children[:1] if probed and _probed(node) else node.children
+    for kid in kids:
+        yield from _walk(kid, tags, probed)
+
+
+def _probed(node: Node) -> bool:
+    """A semi-join whose condition reads its left side (with no such column every right row
+    matches: the join then keeps the right side's tags, as an inner join)."""
+    return isinstance(node, Join) and node.semi and bool(node.probe_columns())
+
+
+def _reached(top: Node, tags: dict[int, str]) -> list[Node]:
+    return [n for n in _walk(top, tags) if id(n) in tags]
+
+
+def _semi_joins(top: Node, tags: dict[int, str], probed: bool = True) -> list[Join]:
+    return [n for n in _walk(top, tags, probed) if _probed(n) and id(n) not in tags]  # type: ignore[misc]
 
 
 def trace_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[LeafLineage]:

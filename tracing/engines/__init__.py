@@ -50,9 +50,14 @@ class Engine(Protocol):
     def tagged(self, rel: Any, tag: str, cols: Sequence[Col]) -> Any:
         """``rel`` with a column ``tag`` holding each row's ``cols`` (the paper's Split tags)."""
 
-    def body(self, node: Node, inputs: dict[int, Any]) -> Any:
+    def body(self, node: Node, inputs: dict[int, Any], probes: dict[int, str]) -> Any:
         """The σ/π/⋈/∪ operators down from ``node`` over tagged ``inputs`` (by ``id(leaf)``),
-        every operator passing the tags on."""
+        every operator passing the tags on. A semi-join in ``probes`` (by ``id``) is
+        evaluated as one, its kept rows tagged with the probe (a struct of the left columns
+        its condition reads); any other semi-join keeps its right side's tags."""
+
+    def matching(self, rel: Any, probes: Settled, condition: Sequence[Expr]) -> Any:
+        """The rows of ``rel`` that satisfy ``condition`` with some probe row (a semi-join)."""
 
     def with_keys(self, rel: Any, keys: Sequence[tuple[Col, Expr]]) -> Any:
         """``rel`` with the grouping keys evaluated as columns."""

@@ -239,8 +239,12 @@ class DuckEngine:
         fields = ", ".join(f"{q(c.id)} := {q(c.id)}" for c in cols)
         return Rel(f"SELECT *, struct_pack({fields}) AS {q(tag)} FROM ({rel.sql})", (*rel.cols, tag))
 
-    def body(self, node: Node, inputs: dict[int, Rel]) -> Rel:
-        return self._compile(node, inputs, tagged=True)
+    def body(self, node: Node, inputs: dict[int, Rel], probes: dict[int, str]) -> Rel:
+        return self._compile(node, inputs, tagged=True, probes=probes)
+
+    def matching(self, rel: Rel, probes: Settled, condition: Sequence[Expr]) -> Rel:
+        cond = " AND ".join(f"({self._expr(e)})" for e in condition)
+        return Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({probes.rows.sql}) y ON {cond}", rel.cols)
 
     def with_keys(self, rel: Rel, keys: Sequence[tuple[Col, Expr]]) -> Rel:
         ids = [c.id for c, _ in keys]
@@ -360,13 +364,15 @@ class DuckEngine:
         picked = ", ".join(f"{q(c.name)} AS {q(c.id)}" for c in node.cols)
         return Rel(f"SELECT {picked} FROM {_parquet(node.snapshot)}", tuple(c.id for c in node.cols))
 
-    def _compile(self, node: Node, inputs: dict[int, Rel], tagged: bool) -> Rel:
+    def _compile(
+        self, node: Node, inputs: dict[int, Rel], tagged: bool, probes: dict[int, str] | None = None
+    ) -> Rel:
         given = inputs.get(id(node))
         if given is not None:
             return given
         if isinstance(node, Source):
             return self._source(node)
-        kids = [self._compile(child, inputs, tagged) for child in node.children]
+        kids = [self._compile(child, inputs, tagged, probes) for child in node.children]
         if isinstance(node, Function):
             return self._call(node, kids[0])
         if isinstance(node, Selection):
@@ -378,7 +384,7 @@ class DuckEngine:
             ids = tuple(c.id for c, _ in node.outputs)
             return Rel(f"SELECT {', '.join(exprs)} FROM ({kids[0].sql})", (*ids, *tags))
         if isinstance(node, Join):
-            return self._join(node, kids, tagged)
+            return self._join(node, kids, tagged, (probes or {}).get(id(node)))
         if isinstance(node, Aggregation):
             return self._aggregation(node, kids[0])
         if isinstance(node, Union):
@@ -401,12 +407,12 @@ class DuckEngine:
         table = table.append_column(node.reason.id, calls.field("reason"))
         return self._register(table).rows
 
-    def _join(self, node: Join, kids: list[Rel], tagged: bool) -> Rel:
-        if node.semi and not tagged:
+    def _join(self, node: Join, kids: list[Rel], tagged: bool, probe: str | None) -> Rel:
+        if node.semi and (probe or not tagged):
             cond = " AND ".join(f"({self._expr(e)})" for e in node.condition) or "TRUE"
-            return Rel(
-                f"SELECT x.* FROM ({kids[0].sql}) x SEMI JOIN ({kids[1].sql}) y ON {cond}", kids[0].cols
-            )
+            semi = f"SELECT x.* FROM ({kids[0].sql}) x SEMI JOIN ({kids[1].sql}) y ON {cond}"
+            kept = Rel(semi, kids[0].cols)
+            return self.tagged(kept, probe, node.probe_columns()) if probe else kept
         pending = list(node.condition)
         available = {c.id for c in node.inputs[0].columns}
         sql = f"({kids[0].sql}) t0"

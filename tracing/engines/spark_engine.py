@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from materialization.compile import Compiler, ref
+from materialization.compile import Compiler, conjunction, ref
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import settle
@@ -37,8 +37,12 @@ class SparkEngine:
     def tagged(self, rel: DataFrame, tag: str, cols: Sequence[Col]) -> DataFrame:
         return rel.withColumn(tag, F.struct(*[ref(c.id) for c in cols]))
 
-    def body(self, node: Node, inputs: dict[int, DataFrame]) -> DataFrame:
-        return Compiler(self.spark, tagged=True, inputs=lambda n: inputs.get(id(n))).compile(node)
+    def body(self, node: Node, inputs: dict[int, DataFrame], probes: dict[int, str]) -> DataFrame:
+        compiler = Compiler(self.spark, tagged=True, inputs=lambda n: inputs.get(id(n)), probes=probes)
+        return compiler.compile(node)
+
+    def matching(self, rel: DataFrame, probes: Settled, condition: Sequence[Expr]) -> DataFrame:
+        return rel.join(probes.rows, conjunction(condition), "left_semi")
 
     def with_keys(self, rel: DataFrame, keys: Sequence[tuple[Col, Expr]]) -> DataFrame:
         return rel.withColumns({c.id: F.expr(e.sql) for c, e in keys})

@@ -45,7 +45,18 @@ class SourceRef:
 
 SourceResolver = Callable[[list[str]], SourceRef | None]
 
-_TRANSPARENT = {"SubqueryAlias", "View", "ResolvedHint"}
+# operators that change no row: partitioning, hints, names
+_TRANSPARENT = {
+    "SubqueryAlias",
+    "View",
+    "ResolvedHint",
+    "Repartition",
+    "RepartitionByExpression",
+    "RebalancePartitions",
+}
+# Spark's own rules that turn subqueries into the joins that decorrelate them (semi, anti,
+# left outer), keeping every other operator where the user wrote it
+_DECORRELATE = ("PullupCorrelatedPredicates", "RewriteCorrelatedScalarSubquery", "RewritePredicateSubquery")
 _SUBQUERY_EXPRS = {
     "ScalarSubquery": "scalar subquery",
     "Exists": "EXISTS subquery",
@@ -54,14 +65,16 @@ _SUBQUERY_EXPRS = {
     "LateralSubquery": "lateral subquery",
     "OuterReference": "correlated reference",
 }
-_SUBQUERY_HINT = (
-    "Rewrite the subquery as a join: NOT EXISTS / NOT IN as a LEFT ANTI JOIN, EXISTS / IN as a LEFT SEMI JOIN"
-)
+# what is left of subqueries once Spark's rules have decorrelated those they can
+_SUBQUERY_HINT = {
+    "ScalarSubquery": "a scalar subquery is accepted in a WHERE/HAVING condition: move it there, "
+    "or CROSS JOIN its one-row result",
+}
+_PREDICATE_HINT = "EXISTS/IN is decorrelated in a WHERE clause: move it there, or write a LEFT SEMI/ANTI JOIN"
 _OPERATOR_HINTS = {
     "Window": "window functions are not one of σ π ⋈ α ∪ − φ",
     "Generate": "explode/generators are not supported",
     "Expand": "ROLLUP/CUBE/GROUPING SETS are not supported",
-    "Intersect": "write INTERSECT as a LEFT SEMI JOIN on all columns",
     "LocalRelation": "inline data has no stable row ids: register it with register_table()",
     "LogicalRDD": "an in-memory DataFrame has no stable row ids: register it with register_table()",
     "Sort": "ORDER BY is supported only at the top of a task",
@@ -98,6 +111,7 @@ class _Parser:
         self.fresh = 0
         self.path: list[str] = []
         self.ctes: dict[int, JObj] = {}
+        self.scalars: dict[int, Col] = {}  # scalar subquery (expression id) -> its value column
         self.scope = ""  # suffix on column ids inside an inlined CTE body (one per reference)
         loader = jvm.Thread.currentThread().getContextClassLoader()
         self.replaceable = jvm.java.lang.Class.forName(
@@ -133,8 +147,12 @@ class _Parser:
 
     def _rewrite(self, e: JObj, refs: set[str], udf_cols: dict[str, Col]) -> JObj:
         cls = e.getClass().getSimpleName()
+        if cls == "ScalarSubquery" and e.exprId().id() in self.scalars:
+            refs.add(self.scalars[e.exprId().id()].id)
+            return self.unresolved.quoted(self.scalars[e.exprId().id()].id)
         if cls in _SUBQUERY_EXPRS:
-            raise UnsupportedTaskError(_SUBQUERY_EXPRS[cls], self._where(), _SUBQUERY_HINT)
+            hint = _SUBQUERY_HINT.get(cls, _PREDICATE_HINT)
+            raise UnsupportedTaskError(_SUBQUERY_EXPRS[cls], self._where(), hint)
         if cls == "AttributeReference":
             cid = self._attr_id(e)
             refs.add(cid)
@@ -174,7 +192,16 @@ class _Parser:
         return f"{e.name()}({args})"
 
     # --- task ---------------------------------------------------------------------------------
+    def decorrelated(self, plan: JObj) -> JObj:
+        """``plan`` with its subqueries rewritten into joins by Spark's optimizer rules (each
+        leaves a plan without subqueries as it is)."""
+        rules = self.jvm.org.apache.spark.sql.catalyst.optimizer
+        for rule in _DECORRELATE:
+            plan = getattr(rules, rule).apply(plan)
+        return plan
+
     def task(self, plan: JObj, text: str) -> Task:
+        plan = self.decorrelated(plan)
         output = self._cols(plan)
         limit: int | None = None
         order: tuple[SortKey, ...] = ()
@@ -279,6 +306,13 @@ class _Parser:
         so this is the same task, and the model runs only on rows the plain predicates keep."""
         child = self.node(plan.child())
         conjuncts = self._split_and(plan.condition())
+        scalars = self._scalar_subqueries(conjuncts)
+        if scalars:  # σ_{x > (SELECT agg …)}(T) = π_T(σ_{x > a}(T × α(…))): a one-row cross join
+            shown = tuple((c, column_expr(c)) for c in child.columns)
+            return Projection(self._filter(Join((child, *scalars), ()), conjuncts), shown)
+        return self._filter(child, conjuncts)
+
+    def _filter(self, child: Node, conjuncts: list[JObj]) -> Node:
         plain = [c for c in conjuncts if not self._udf_calls([c])]
         on_udfs = [c for c in conjuncts if self._udf_calls([c])]
         if plain:
@@ -288,6 +322,33 @@ class _Parser:
         with_udfs, udf_cols = self._functions(child, self._udf_calls(on_udfs), {})
         selected = Selection(with_udfs, tuple(self.expr(c, udf_cols) for c in on_udfs))
         return Projection(selected, tuple((c, column_expr(c)) for c in child.columns))
+
+    def _scalar_subqueries(self, exprs: list[JObj]) -> list[Node]:
+        """The uncorrelated scalar subqueries in ``exprs``, parsed; each one's value column is
+        remembered so that the expression reads it (Spark's rules decorrelated the others)."""
+        found: list[JObj] = []
+
+        def visit(e: JObj) -> None:
+            if e.getClass().getSimpleName() == "ScalarSubquery" and e.outerAttrs().isEmpty():
+                found.append(e)
+            else:
+                for k in self._list(e.children()):
+                    visit(k)
+
+        for e in exprs:
+            visit(e)
+        nodes = []
+        for s in found:
+            node = self.node(s.plan())
+            if not _one_row(node):
+                raise UnsupportedTaskError(
+                    "scalar subquery that is not a global aggregate",
+                    self._where(),
+                    "it may give no row (then NULL): write it as a LEFT JOIN with the subquery",
+                )
+            (self.scalars[s.exprId().id()],) = _visible(node)
+            nodes.append(node)
+        return nodes
 
     def _split_and(self, e: JObj) -> list[JObj]:
         if e.getClass().getSimpleName() == "And":
@@ -377,12 +438,15 @@ class _Parser:
         if join_type == "LeftSemi":
             return Join((left, right), condition, semi=True)
         if join_type == "LeftAnti":
-            return Difference(left, Join((left, right), condition, semi=True), "anti")
+            return _anti(left, right, condition)
+        if join_type in _OUTER:
+            return _outer(left, right, condition, self._cols(plan), _OUTER[join_type])
         readable = re.sub(r"(?<!^)([A-Z])", r" \1", join_type).lower()
         raise UnsupportedTaskError(
             f"{readable} join",
             self._where(),
-            "only inner, cross, left semi and left anti joins are supported",
+            "an existence join comes from EXISTS/IN under OR or in a SELECT list: "
+            "write it as a LEFT SEMI JOIN or a LEFT JOIN and a test of the joined column",
         )
 
     def _op_Aggregate(self, plan: JObj) -> Node:
@@ -409,9 +473,7 @@ class _Parser:
         return Projection(agg, tuple((c, column_expr(c)) for c in visible))
 
     def _op_Distinct(self, plan: JObj) -> Node:
-        child = self.node(plan.child())
-        cols = child.match_columns()
-        return Aggregation(child, tuple((c, column_expr(c)) for c in cols), tuple(c.id for c in cols))
+        return distinct(self.node(plan.child()))
 
     def _op_Deduplicate(self, plan: JObj) -> Node:
         keys = {k.exprId().id() for k in self._list(plan.keys())}
@@ -427,7 +489,62 @@ class _Parser:
         inputs = tuple(self.node(c) for c in self._list(plan.children()))
         return Union(inputs, self._cols(plan))
 
+    def _op_Intersect(self, plan: JObj) -> Node:
+        """T₁ ∩ T₂ = distinct(T₁ ⋉ T₂ on every column, NULL matching NULL) (docs/semantics.md)."""
+        if plan.isAll():
+            raise UnsupportedTaskError(
+                "INTERSECT ALL",
+                self._where(),
+                "write INTERSECT (distinct rows) or a LEFT SEMI JOIN on the columns that must agree",
+            )
+        left, right = self.node(plan.left()), self.node(plan.right())
+        pairs = zip(left.match_columns(), right.match_columns(), strict=True)
+        condition = tuple(Expr(f"(`{a.id}` <=> `{b.id}`)", frozenset({a.id, b.id})) for a, b in pairs)
+        return distinct(Join((left, right), condition, semi=True))
+
     def _op_Except(self, plan: JObj) -> Node:
         left = self.node(plan.left())
         right = self.node(plan.right())
         return Difference(left, right, "all" if plan.isAll() else "distinct")
+
+
+def distinct(child: Node) -> Aggregation:
+    """δ as α grouping by every column."""
+    cols = child.match_columns()
+    return Aggregation(child, tuple((c, column_expr(c)) for c in cols), tuple(c.id for c in cols))
+
+
+def _one_row(node: Node) -> bool:
+    """Always exactly one row: a global aggregation (under projections)."""
+    while isinstance(node, Projection):
+        node = node.child
+    return isinstance(node, Aggregation) and not node.keys
+
+
+def _anti(left: Node, right: Node, condition: tuple[Expr, ...]) -> Difference:
+    """T₁ ▷ T₂ = T₁ − (T₁ ⋉ T₂): the left rows no right row matches, duplicates kept."""
+    return Difference(left, Join((left, right), condition, semi=True), "anti")
+
+
+# Spark's outer join types -> the sides whose unmatched rows are padded with NULLs
+_OUTER = {"LeftOuter": ("left",), "RightOuter": ("right",), "FullOuter": ("left", "right")}
+
+
+def _outer(
+    left: Node, right: Node, condition: tuple[Expr, ...], output: tuple[Col, ...], padded: tuple[str, ...]
+) -> Node:
+    """T₁ ⟕ T₂ = (T₁ ⋈ T₂) ∪ π_{T₁, NULL…}(T₁ ▷ T₂); ⟖ pads T₂'s unmatched rows, ⟗ both
+    (docs/semantics.md): the outer join written in the paper's operators."""
+    inner = Join((left, right), condition)
+    branches: list[Node] = [inner]
+    sides = {"left": (left, right), "right": (right, left)}
+    for side in padded:
+        kept, other = sides[side]
+        unmatched = _anti(kept, other, condition)
+        shown = {c.id for c in kept.match_columns()}
+        outputs = tuple(
+            (c, column_expr(c) if c.id in shown else Expr(f"CAST(NULL AS {c.dtype})", frozenset()))
+            for c in inner.match_columns()
+        )
+        branches.append(Projection(unmatched, outputs))
+    return Union(tuple(branches), output)

@@ -21,7 +21,10 @@ and :class:`Oracle` derives lineage from the definitions, independently of the e
   the intermediate lineage of Definition 7 at every node, hence the reasoning lineage of
   Definition 8 at every function operator.
 
-A left anti join A ▷_θ B is modelled, as the engine models it, as A − (A ⋉_θ B).
+Constructs beyond the paper's operators are learned from their rewrites (docs/semantics.md),
+as the engine's parser rewrites them: a left anti join A ▷_θ B is A − (A ⋉_θ B); an outer
+join A ⟕_θ B is (A ⋈_θ B) ∪ π_{A, NULL…}(A ▷_θ B) (⟖ and ⟗ pad B's, or both sides' unmatched
+rows); A ∩ B is DISTINCT(A ⋉ B on every column, NULL matching NULL).
 """
 
 from __future__ import annotations
@@ -276,9 +279,30 @@ class Project(Node):
 
 
 @dataclass(eq=False)
+class LeftShaped(Node):
+    """A binary operator whose rows have its left input's columns."""
+
+    left: Node
+    right: Node
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.cols
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.types
+
+
+@dataclass(eq=False)
 class Join(Node):
     """Inner join on ``left_col op right_col`` (op '=' or '<'); op None is a cross join.
-    ``how`` 'left_semi' / 'left_anti' give the semi and anti joins."""
+    ``how`` 'left_semi' / 'left_anti' give the semi and anti joins, 'left' / 'right' /
+    'full' the outer joins."""
 
     left: Node
     right: Node
@@ -293,11 +317,11 @@ class Join(Node):
 
     @cached_property
     def cols(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.left.cols + (self.right.cols if self.how == "inner" else ())
+        return self.left.cols + (self.right.cols if self.how in PAIRED else ())
 
     @cached_property
     def types(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.left.types + (self.right.types if self.how == "inner" else ())
+        return self.left.types + (self.right.types if self.how in PAIRED else ())
 
     def match(self, lrow: Row, rrow: Row) -> bool:
         if self.op is None:
@@ -308,8 +332,15 @@ class Join(Node):
 
     def apply(self, bags: Sequence[Bag]) -> Bag:
         left, right = bags
-        if self.how == "inner":
-            return [lr + rr for lr in left for rr in right if self.match(lr, rr)]
+        if self.how in PAIRED:
+            out = [lr + rr for lr in left for rr in right if self.match(lr, rr)]
+            if self.how in ("left", "full"):
+                nulls = (None,) * len(self.right.cols)
+                out += [lr + nulls for lr in left if not any(self.match(lr, rr) for rr in right)]
+            if self.how in ("right", "full"):
+                nulls = (None,) * len(self.left.cols)
+                out += [nulls + rr for rr in right if not any(self.match(lr, rr) for lr in left)]
+            return out
         semi = self.how == "left_semi"
         return [lr for lr in left if any(self.match(lr, rr) for rr in right) == semi]
 
@@ -348,8 +379,89 @@ class Join(Node):
         semi = Join(self.left, self.right, self.left_col, self.op, self.right_col, "left_semi")
         return Minus(self.left, semi, kind="anti")
 
+    @cached_property
+    def as_union(self) -> Node:
+        """An outer join as the inner join ∪ each padded side's unmatched rows."""
+        node: Node = Join(self.left, self.right, self.left_col, self.op, self.right_col)
+        width = (len(self.left.cols), len(self.right.cols))
+        if self.how in ("left", "full"):
+            unmatched = Join(self.left, self.right, self.left_col, self.op, self.right_col, "left_anti")
+            node = Union(node, Pad(unmatched.as_difference, self.cols, self.types, 0, width[1]))
+        if self.how in ("right", "full"):
+            op = MIRRORED[self.op] if self.op else None
+            unmatched = Join(self.right, self.left, self.right_col, op, self.left_col, "left_anti")
+            node = Union(node, Pad(unmatched.as_difference, self.cols, self.types, width[0], 0))
+        return node
+
     def lineage_node(self) -> Node:
+        if self.how in OUTER:
+            return self.as_union
         return self.as_difference if self.how == "left_anti" else self
+
+
+OUTER = ("left", "right", "full")
+PAIRED = ("inner", *OUTER)  # joins whose rows pair a left and a right row
+MIRRORED = {"=": "=", "<": ">", ">": "<", "<=": ">=", ">=": "<=", "!=": "!="}
+
+
+@dataclass(eq=False)
+class Pad(Node):
+    """NULLs around each row (``before`` columns before it, ``after`` after it): the unmatched
+    side of an outer join (a lineage view only, never rendered)."""
+
+    child: Node
+    cols: tuple[str, ...]
+    types: tuple[str, ...]
+    before: int
+    after: int
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def pad(self, row: Row) -> Row:
+        return (None,) * self.before + row + (None,) * self.after
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        return [self.pad(r) for r in bags[0]]
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        return (frozenset(t for t in bags[0] if self.pad(t) == o),)
+
+
+@dataclass(eq=False)
+class Intersect(LeftShaped):
+    """INTERSECT (distinct): rows of ``left`` equal, NULL matching NULL, to a row of ``right``."""
+
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        return distinct(SemiOnAll(self.left, self.right).apply(bags))
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        return frames[0].intersect(frames[1])
+
+    def code(self, codes: Sequence[str]) -> str:
+        return f"{codes[0]}.intersect({codes[1]})"
+
+    @cached_property
+    def as_distinct_semi(self) -> Agg:
+        return Distinct(SemiOnAll(self.left, self.right))
+
+    def lineage_node(self) -> Node:
+        return self.as_distinct_semi
+
+
+@dataclass(eq=False)
+class SemiOnAll(LeftShaped):
+    """``left`` ⋉ ``right`` on every column, NULL matching NULL (a lineage view only)."""
+
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        found = set(bags[1])  # tuple equality: None equals None, as <=> does
+        return [r for r in bags[0] if r in found]
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        return frozenset({o}), frozenset(b for b in bags[1] if b == o)
 
 
 AGG_FUNCS = ("count", "count_col", "sum", "max", "min")
@@ -452,23 +564,9 @@ def sql_distinct(df: DataFrame) -> DataFrame:
 
 
 @dataclass(eq=False)
-class Union(Node):
+class Union(LeftShaped):
     """Bag union by position (Spark's union / UNION ALL); columns named by the left input."""
 
-    left: Node
-    right: Node
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
-
-    @cached_property
-    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.left.cols
-
-    @cached_property
-    def types(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.left.types
 
     def apply(self, bags: Sequence[Bag]) -> Bag:
         return list(bags[0]) + list(bags[1])
@@ -484,25 +582,11 @@ class Union(Node):
 
 
 @dataclass(eq=False)
-class Minus(Node):
+class Minus(LeftShaped):
     """Difference: kind 'distinct' (subtract, EXCEPT DISTINCT), 'all' (exceptAll), or
     'anti' (only as the model of an anti join: left rows, duplicates kept, not in right)."""
 
-    left: Node
-    right: Node
     kind: str = "distinct"
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
-
-    @cached_property
-    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.left.cols
-
-    @cached_property
-    def types(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.left.types
 
     def apply(self, bags: Sequence[Bag]) -> Bag:
         left, right = bags
@@ -783,7 +867,7 @@ def register_tables(als: Any) -> None:
 # --- random trees ----------------------------------------------------------------------------
 
 UNARY = ("select", "project", "agg", "distinct", "func")
-BINARY = ("join", "semi", "anti", "union", "minus")
+BINARY = ("join", "semi", "anti", "outer", "union", "minus", "intersect")
 
 
 class TreeBuilder:
@@ -919,6 +1003,10 @@ class TreeBuilder:
     def _anti(self, left: Node, right: Node) -> Node:
         return Join(left, right, *self._join_args(left, right), how="left_anti")
 
+    def _outer(self, left: Node, right: Node) -> Node:
+        how = self.draw(self.st.sampled_from(OUTER))
+        return Join(left, right, *self._join_args(left, right), how=how)
+
     def _compatible(self, left: Node, right: Node) -> tuple[Node, Node] | None:
         """Both sides with the same column types, projecting onto long columns if needed."""
         st, draw = self.st, self.draw
@@ -935,6 +1023,10 @@ class TreeBuilder:
     def _union(self, left: Node, right: Node) -> Node:
         pair = self._compatible(left, right)
         return Union(*pair) if pair else left
+
+    def _intersect(self, left: Node, right: Node) -> Node:
+        pair = self._compatible(left, right)
+        return Intersect(*pair) if pair else left
 
     def _minus(self, left: Node, right: Node) -> Node:
         pair = self._compatible(left, right)

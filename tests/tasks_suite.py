@@ -520,6 +520,38 @@ def not_exists_as_anti_join(als: LineageSession) -> str:
 
 
 @task
+def sql_q13_outer_join(als: LineageSession) -> str:
+    """TPC-H Q13 as written: a LEFT OUTER JOIN with a condition in ON, count of the padded
+    side's key (0 for customers without orders), and an aggregation over it."""
+    return """
+        SELECT c_count, COUNT(*) AS custdist
+        FROM (SELECT c_custkey, COUNT(o_orderkey) AS c_count
+              FROM customer LEFT OUTER JOIN orders
+                ON c_custkey = o_custkey AND o_comment NOT LIKE '%special%requests%'
+              GROUP BY c_custkey) c_orders
+        GROUP BY c_count
+    """
+
+
+@task
+def sql_subqueries(als: LineageSession) -> str:
+    """Subqueries as people write them: correlated EXISTS, NOT IN (with its NULL rule: orders
+    with a NULL o_custkey are dropped), a correlated scalar subquery, and INTERSECT; a UDF on
+    the result."""
+    return """
+        SELECT o_orderkey, o_orderpriority, suite_price_band(o_totalprice) AS band
+        FROM orders o
+        WHERE EXISTS (SELECT 1 FROM lineitem l
+                      WHERE l.l_orderkey = o.o_orderkey AND l.l_commitdate < l.l_receiptdate)
+          AND o_custkey NOT IN (SELECT c_custkey FROM customer WHERE c_mktsegment = 'BUILDING')
+          AND o_totalprice > (SELECT 0.5 * MAX(o2.o_totalprice) FROM orders o2
+                              WHERE o2.o_orderpriority = o.o_orderpriority)
+          AND o_orderkey IN (SELECT l_orderkey FROM lineitem WHERE l_returnflag = 'R'
+                             INTERSECT SELECT l_orderkey FROM lineitem WHERE l_shipmode = 'AIR')
+    """
+
+
+@task
 def left_semi_air_orders(als: LineageSession) -> DataFrame:
     """LEFT SEMI JOIN: orders with a line shipped by AIR, with a UDF price band."""
     orders, lineitem = _t(als, "orders", "lineitem")

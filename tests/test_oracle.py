@@ -26,6 +26,7 @@ from tests.oracle import (
     Agg,
     Distinct,
     Func,
+    Intersect,
     Join,
     Lineage,
     Minus,
@@ -415,6 +416,8 @@ EAGER_CASES = {
     "anti join": Join(R, S, "ra", "=", "sa", "left_anti"),
     "theta semi join": Join(R, S, "rb", "<", "sb", "left_semi"),
     "function under aggregation": Agg(Func(R, "ra", "p"), ("p",), (("count", None, "n"),)),
+    "full outer join": Join(R, S, "ra", "=", "sa", "full"),
+    "intersect with NULL": Intersect(Project(R, ("ra",)), Project(S, ("sa",))),
 }
 
 
@@ -429,6 +432,13 @@ def test_eager_matches_the_oracle(als: LineageSession, case: str) -> None:
         assert per_row[(1, 1, 0)].source == {"s": ids(1), "u": ids(3), "r": ids(1, 2, 3, 4, 5)}
     if case == "empty nested difference":
         assert per_row[(1, 1, 0)].source == {"s": ids(1), "u": set()}
+    if case == "full outer join":  # a padded row: its own row and all of the semi-join (D rule)
+        assert per_row[(2, 1, 1, 1, 1, 0)].source == {"r": ids(2), "s": ids(1)}
+        assert per_row[(1, 0, 1, None, None, None)].source == {"r": ids(1, 2, 3, 5), "s": ids(1, 2, 3)}
+        assert per_row[(None, None, None, 4, None, 1)].source == {"r": ids(2, 3, 5), "s": ids(1, 2, 3, 4)}
+    if case == "intersect with NULL":  # NULL meets NULL
+        assert per_row[(None,)].source == {"r": ids(4), "s": ids(4)}
+        assert per_row[(1,)].source == {"r": ids(2, 3), "s": ids(1, 2)}
 
 
 # --- random tasks (Spark) --------------------------------------------------------------------

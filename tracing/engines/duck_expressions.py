@@ -37,6 +37,7 @@ class DecimalType:
     scale: int
 
 
+_NULL_CASTS = {*INTEGERS, "string", "date", "boolean", "double", "float", "timestamp"}
 SqlType = str | DecimalType  # a Spark type name ('int', 'string', 'date', ...) or a decimal
 
 
@@ -207,6 +208,8 @@ class _Checker:
         target = spark_type(node.to.sql(dialect="spark").lower())
         if source == target:
             return target
+        if source == "null" and (isinstance(target, DecimalType) or target in _NULL_CASTS):
+            return target  # the padding of an outer join: no value to convert
         if isinstance(node.this, exp.Literal) and isinstance(target, DecimalType):
             fits = re.fullmatch(r"(\d+)(?:\.(\d+))?", node.this.this)
             if fits:  # a literal that fits the decimal exactly (Spark writes 0.5BD so)

@@ -74,7 +74,6 @@ _PREDICATE_HINT = "EXISTS/IN is decorrelated in a WHERE clause: move it there, o
 _OPERATOR_HINTS = {
     "Window": "window functions are not one of σ π ⋈ α ∪ − φ",
     "Generate": "explode/generators are not supported",
-    "Expand": "ROLLUP/CUBE/GROUPING SETS are not supported",
     "LocalRelation": "inline data has no stable row ids: register it with register_table()",
     "LogicalRDD": "an in-memory DataFrame has no stable row ids: register it with register_table()",
     "Sort": "ORDER BY is supported only at the top of a task",
@@ -484,6 +483,19 @@ class _Parser:
                 "it keeps an arbitrary row per key; use distinct() or GROUP BY",
             )
         return self._op_Distinct(plan)
+
+    def _op_Expand(self, plan: JObj) -> Node:
+        """ROLLUP/CUBE/GROUPING SETS: Spark expands each input row once per grouping set (the
+        keys left out as NULL, the set's number as ``spark_grouping_id``) and aggregates by
+        all of them; the expansion is ∪ᵢ πᵢ(T), so the task is a union of aggregations, one
+        per grouping set (docs/semantics.md). T is parsed once per branch."""
+        output = self._cols(plan)
+        branches = []
+        for items in self._list(plan.projections()):
+            child = self.node(plan.child())
+            exprs = [self.expr(e) for e in self._list(items)]
+            branches.append(Projection(child, tuple(zip(output, exprs, strict=True))))
+        return Union(tuple(branches), output)
 
     def _op_Union(self, plan: JObj) -> Node:
         inputs = tuple(self.node(c) for c in self._list(plan.children()))

@@ -33,7 +33,7 @@ import itertools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -383,14 +383,14 @@ class Join(Node):
     def as_union(self) -> Node:
         """An outer join as the inner join ∪ each padded side's unmatched rows."""
         node: Node = Join(self.left, self.right, self.left_col, self.op, self.right_col)
-        width = (len(self.left.cols), len(self.right.cols))
+        width = len(self.left.cols)
         if self.how in ("left", "full"):
             unmatched = Join(self.left, self.right, self.left_col, self.op, self.right_col, "left_anti")
-            node = Union(node, Pad(unmatched.as_difference, self.cols, self.types, 0, width[1]))
+            node = Union(node, Pad.around(unmatched.as_difference, self.cols, self.types, 0))
         if self.how in ("right", "full"):
             op = MIRRORED[self.op] if self.op else None
             unmatched = Join(self.right, self.left, self.right_col, op, self.left_col, "left_anti")
-            node = Union(node, Pad(unmatched.as_difference, self.cols, self.types, width[0], 0))
+            node = Union(node, Pad.around(unmatched.as_difference, self.cols, self.types, width))
         return node
 
     def lineage_node(self) -> Node:
@@ -406,21 +406,27 @@ MIRRORED = {"=": "=", "<": ">", ">": "<", "<=": ">=", ">=": "<=", "!=": "!="}
 
 @dataclass(eq=False)
 class Pad(Node):
-    """NULLs around each row (``before`` columns before it, ``after`` after it): the unmatched
-    side of an outer join (a lineage view only, never rendered)."""
+    """Each row spread over ``slots`` (a child column's index, or None for a NULL): the
+    unmatched side of an outer join, a grouping set's missing keys (a lineage view only)."""
 
     child: Node
     cols: tuple[str, ...]
     types: tuple[str, ...]
-    before: int
-    after: int
+    slots: tuple[int | None, ...]
+
+    @classmethod
+    def around(cls, child: Node, cols: tuple[str, ...], types: tuple[str, ...], before: int) -> Pad:
+        """``before`` NULLs, the row, NULLs up to ``cols``."""
+        width = len(child.cols)
+        slots = (None,) * before + tuple(range(width)) + (None,) * (len(cols) - before - width)
+        return cls(child, cols, types, slots)
 
     @property
     def children(self) -> tuple[Node, ...]:
         return (self.child,)
 
     def pad(self, row: Row) -> Row:
-        return (None,) * self.before + row + (None,) * self.after
+        return tuple(None if i is None else row[i] for i in self.slots)
 
     def apply(self, bags: Sequence[Bag]) -> Bag:
         return [self.pad(r) for r in bags[0]]
@@ -472,12 +478,14 @@ class Agg(Node):
     """α: group by ``group`` (0 or more columns), ``aggs`` = ((func, column, name), ...),
     func in count (count(*)), count_col, sum, max, min. ``distinct`` makes it α on all
     columns with no aggregate, rendered as ``df.distinct()`` ('dataframe') or as SQL
-    ``SELECT DISTINCT *`` over a temporary view of the input ('sql')."""
+    ``SELECT DISTINCT *`` over a temporary view of the input ('sql'). ``rollup``: ROLLUP of
+    the group columns, the union of one aggregation per prefix of them (docs/semantics.md)."""
 
     child: Node
     group: tuple[str, ...]
     aggs: tuple[tuple[str, str | None, str], ...] = ()
     distinct: str | None = None
+    rollup: bool = False
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -506,6 +514,8 @@ class Agg(Node):
         return {"sum": sum, "max": max, "min": min}[func](vals)
 
     def apply(self, bags: Sequence[Bag]) -> Bag:
+        if self.rollup:  # Spark expands the rows: no row in, no row out (not even the total)
+            return [b.pad(r) for b in self._prefixes for r in b.child.apply(bags)] if bags[0] else []
         groups: dict[Row, Bag] = defaultdict(list)
         for r in bags[0]:
             groups[self.key(r)].append(r)
@@ -526,7 +536,7 @@ class Agg(Node):
             else:
                 fn = {"count_col": F.count, "sum": F.sum, "max": F.max, "min": F.min}[func]
                 items.append(fn(F.col(col)).alias(name))  # type: ignore[arg-type]
-        return df.groupBy(*self.group).agg(*items)
+        return (df.rollup if self.rollup else df.groupBy)(*self.group).agg(*items)
 
     def code(self, codes: Sequence[str]) -> str:
         if self.distinct == "sql":
@@ -541,11 +551,29 @@ class Agg(Node):
                 fn = {"count_col": "count", "sum": "sum", "max": "max", "min": "min"}[func]
                 items.append(f"F.{fn}(F.col({col!r})).alias({name!r})")
         group = ", ".join(repr(c) for c in self.group)
-        return f"{codes[0]}.groupBy({group}).agg({', '.join(items)})"
+        return f"{codes[0]}.{'rollup' if self.rollup else 'groupBy'}({group}).agg({', '.join(items)})"
 
     def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
         g = o[: len(self.group)]
         return (frozenset(t for t in bags[0] if self.key(t) == g),)
+
+    @cached_property
+    def _prefixes(self) -> list[Pad]:
+        """ROLLUP's aggregations, one per prefix of the group columns (longest first), each
+        row spread over the output's columns with the missing keys NULL."""
+        n = len(self.group)
+        out = []
+        for i in range(n, -1, -1):
+            slots = (*range(i), *(None,) * (n - i), *range(i, i + len(self.aggs)))
+            out.append(Pad(Agg(self.child, self.group[:i], self.aggs), self.cols, self.types, slots))
+        return out
+
+    @cached_property
+    def as_union(self) -> Node:
+        return reduce(Union, self._prefixes)
+
+    def lineage_node(self) -> Node:
+        return self.as_union if self.rollup else self
 
 
 def Distinct(child: Node, via: str = "dataframe") -> Agg:
@@ -866,7 +894,7 @@ def register_tables(als: Any) -> None:
 
 # --- random trees ----------------------------------------------------------------------------
 
-UNARY = ("select", "project", "agg", "distinct", "func")
+UNARY = ("select", "project", "agg", "rollup", "distinct", "func")
 BINARY = ("join", "semi", "anti", "outer", "union", "minus", "intersect")
 
 
@@ -975,6 +1003,13 @@ class TreeBuilder:
                 col = draw(st.sampled_from(longs))
             aggs.append((func, col, self._name("g")))
         return Agg(child, group, tuple(aggs))
+
+    def _rollup(self, child: Node) -> Node:
+        agg = self._agg(child)
+        assert isinstance(agg, Agg)
+        st, draw = self.st, self.draw
+        group = tuple(draw(st.lists(st.sampled_from(child.cols), min_size=1, max_size=2, unique=True)))
+        return Agg(child, group, agg.aggs, rollup=True)
 
     def _distinct(self, child: Node) -> Node:
         return Distinct(child, self.draw(self.st.sampled_from(self.distinct_via)))

@@ -8,7 +8,8 @@ text over unique column ids, rebuilt on the JVM so every Spark function keeps it
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +73,6 @@ _SUBQUERY_HINT = {
 }
 _PREDICATE_HINT = "EXISTS/IN is decorrelated in a WHERE clause: move it there, or write a LEFT SEMI/ANTI JOIN"
 _OPERATOR_HINTS = {
-    "Window": "window functions are not one of σ π ⋈ α ∪ − φ",
     "Generate": "explode/generators are not supported",
     "LocalRelation": "inline data has no stable row ids: register it with register_table()",
     "LogicalRDD": "an in-memory DataFrame has no stable row ids: register it with register_table()",
@@ -124,6 +124,10 @@ class _Parser:
     def _fresh_id(self, name: str) -> str:
         self.fresh += 1
         return col_id(name, f"u{self.fresh}")
+
+    def _hidden(self, name: str, e: JObj) -> Col:
+        """A new column for the values of ``e`` that the user's task does not show."""
+        return Col(self._fresh_id(name), name, e.dataType().simpleString())
 
     @staticmethod
     def _list(seq: JObj) -> list[JObj]:
@@ -266,16 +270,22 @@ class _Parser:
         for definition in self._list(plan.cteDefs()):
             self.ctes[definition.id()] = definition.child()
 
-    def _op_CTERelationRef(self, plan: JObj) -> Node:
-        """Inline the WITH body; each reference gets its own column ids, as a derived table
-        written out twice would, so two references can meet in one join."""
+    @contextmanager
+    def _own_ids(self) -> Iterator[None]:
+        """Parse a plan again with column ids of its own, as a derived table written out
+        twice would have, so that the two copies can meet in one join."""
         outer = self.scope
         self.fresh += 1
         self.scope = f"{outer}_w{self.fresh}"
         try:
-            body = self.node(self.ctes[plan.cteId()])
+            yield
         finally:
             self.scope = outer
+
+    def _op_CTERelationRef(self, plan: JObj) -> Node:
+        """Inline the WITH body; each reference gets its own column ids."""
+        with self._own_ids():
+            body = self.node(self.ctes[plan.cteId()])
         outputs = tuple(
             (self._attr_col(ref), column_expr(col))
             for ref, col in zip(self._list(plan.output()), _visible(body), strict=True)
@@ -364,7 +374,9 @@ class _Parser:
             if i.getClass().getSimpleName() == "Alias" and i.child().getClass().getSimpleName() == "PythonUDF"
         }
         node, udf_cols = self._functions(child, udf_calls, aliases)
-        outputs = tuple((self._attr_col(i.toAttribute()), self._item_expr(i, udf_cols)) for i in items)
+        # one column per id: Spark lists a window's values twice in the projection above it
+        unique = {self._attr_id(i.toAttribute()): i for i in items}.values()
+        outputs = tuple((self._attr_col(i.toAttribute()), self._item_expr(i, udf_cols)) for i in unique)
         visible = tuple(c for c in node.columns if not c.is_reason)
         if tuple(c for c, _ in outputs) == visible and all(e.is_column() == c.id for c, e in outputs):
             return node  # the projection only appends UDF values: φ alone (Definition 4)
@@ -406,7 +418,7 @@ class _Parser:
             udf = lookup(name)
             args = tuple(self.expr(a, udf_cols) for a in self._list(call.children()))
             key = self._udf_key(call)
-            value = aliases.get(key) or Col(self._fresh_id(name), name, call.dataType().simpleString())
+            value = aliases.get(key) or self._hidden(name, call)
             reason = Col(f"{value.id}_reason", f"{value.name}_reason", udf.reason_type, is_reason=True)
             node = Function(node, name, args, value, reason)
             udf_cols[key] = value
@@ -448,6 +460,45 @@ class _Parser:
             "write it as a LEFT SEMI JOIN or a LEFT JOIN and a test of the joined column",
         )
 
+    def _op_Window(self, plan: JObj) -> Node:
+        """Aggregates over whole partitions (``avg(x) OVER (PARTITION BY p)``): each row
+        joined with its partition's aggregate, T ⋈_{p <=> p'} α_{p'; agg}(T) (docs/semantics.md).
+        The aggregate side reads a copy of T with its own column ids."""
+        items = self._list(plan.windowExpressions())
+        for item in items:
+            self._check_whole_partition(item.child())
+        outputs = [self._attr_col(i.toAttribute()) for i in items]
+        partition = self._list(plan.partitionSpec())
+        left = self.node(plan.child())
+        with self._own_ids():
+            right = self.node(plan.child())
+            keys = [(self._hidden("partition_key", p), self.expr(p)) for p in partition]
+            aggs = [(c, self.expr(i.child().windowFunction())) for c, i in zip(outputs, items)]
+        per_partition = Aggregation(right, tuple(keys + aggs), tuple(k.id for k, _ in keys))
+        condition = []
+        for p, (key, _) in zip(partition, keys):
+            mine = self.expr(p)
+            condition.append(Expr(f"({mine.sql} <=> `{key.id}`)", mine.refs | {key.id}))
+        joined = Join((left, per_partition), tuple(condition))
+        return Projection(joined, tuple((c, column_expr(c)) for c in (*left.columns, *outputs)))
+
+    def _check_whole_partition(self, window: JObj) -> None:
+        """Refuse what is not an aggregate over its whole partition (a running aggregate, a
+        sliding frame, rank, row_number, lag/lead): each row would read its own frame."""
+        frame = window.windowSpec().frameSpecification()
+        whole = (
+            frame.getClass().getSimpleName() == "SpecifiedWindowFrame"
+            and frame.lower().getClass().getSimpleName() == "UnboundedPreceding$"
+            and frame.upper().getClass().getSimpleName() == "UnboundedFollowing$"
+        )
+        if not whole or window.windowFunction().getClass().getSimpleName() != "AggregateExpression":
+            raise UnsupportedTaskError(
+                f"window function {window.windowFunction().prettyName()}() over {frame.sql()}",
+                self._where(),
+                "only aggregates over whole partitions are traced: aggregate per partition and "
+                "join back, or compute the running value as a self-join and an aggregation",
+            )
+
     def _op_Aggregate(self, plan: JObj) -> Node:
         child = self.node(plan.child())
         groups = self._list(plan.groupingExpressions())
@@ -461,7 +512,7 @@ class _Parser:
             g_expr = self.expr(g, udf_cols)
             match = next((c for c, e in outputs if e.sql == g_expr.sql), None)
             if match is None:
-                match = Col(self._fresh_id("group_key"), "group_key", g.dataType().simpleString())
+                match = self._hidden("group_key", g)
                 outputs.append((match, g_expr))
                 hidden = True
             key_ids.append(match.id)

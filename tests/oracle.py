@@ -37,6 +37,7 @@ from functools import cached_property, reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
+from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as F
 
 from reasoning_udfs import ReasoningUDF
@@ -529,13 +530,7 @@ class Agg(Node):
             return sql_distinct(df)
         if self.distinct:
             return df.distinct()
-        items = []
-        for func, col, name in self.aggs:
-            if func == "count":
-                items.append(F.count(F.lit(1)).alias(name))
-            else:
-                fn = {"count_col": F.count, "sum": F.sum, "max": F.max, "min": F.min}[func]
-                items.append(fn(F.col(col)).alias(name))  # type: ignore[arg-type]
+        items = [_agg_column(func, col).alias(name) for func, col, name in self.aggs]
         return (df.rollup if self.rollup else df.groupBy)(*self.group).agg(*items)
 
     def code(self, codes: Sequence[str]) -> str:
@@ -543,13 +538,7 @@ class Agg(Node):
             return f"sql_distinct({codes[0]})"
         if self.distinct:
             return f"{codes[0]}.distinct()"
-        items = []
-        for func, col, name in self.aggs:
-            if func == "count":
-                items.append(f"F.count(F.lit(1)).alias({name!r})")
-            else:
-                fn = {"count_col": "count", "sum": "sum", "max": "max", "min": "min"}[func]
-                items.append(f"F.{fn}(F.col({col!r})).alias({name!r})")
+        items = [f"{_agg_code(func, col)}.alias({name!r})" for func, col, name in self.aggs]
         group = ", ".join(repr(c) for c in self.group)
         return f"{codes[0]}.{'rollup' if self.rollup else 'groupBy'}({group}).agg({', '.join(items)})"
 
@@ -574,6 +563,92 @@ class Agg(Node):
 
     def lineage_node(self) -> Node:
         return self.as_union if self.rollup else self
+
+
+def _agg_column(func: str, col: str | None) -> Column:
+    if func == "count":
+        return F.count(F.lit(1))
+    fn = {"count_col": F.count, "sum": F.sum, "max": F.max, "min": F.min}[func]
+    return fn(F.col(col))  # type: ignore[arg-type]
+
+
+def _agg_code(func: str, col: str | None) -> str:
+    if func == "count":
+        return "F.count(F.lit(1))"
+    return f"F.{'count' if func == 'count_col' else func}(F.col({col!r}))"
+
+
+@dataclass(eq=False)
+class WindowAgg(Node):
+    """``func(col) OVER (PARTITION BY partition)`` appended as ``name`` (a whole-partition
+    frame); its lineage view is the rewrite T ⋈_{p <=> p'} α_{p'; func}(T)."""
+
+    child: Node
+    partition: tuple[str, ...]
+    agg: tuple[str, str | None, str]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.child.cols + (self.agg[2],)
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.child.types + ("long",)
+
+    @cached_property
+    def per_partition(self) -> Agg:
+        return Agg(self.child, self.partition, (self.agg,))
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        values = {r[:-1]: r[-1] for r in self.per_partition.apply(bags)}
+        return [r + (values[self.per_partition.key(r)],) for r in bags[0]]
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        func, col, name = self.agg
+        over = SparkWindow.partitionBy(*self.partition)
+        return frames[0].withColumn(name, _agg_column(func, col).over(over))
+
+    def code(self, codes: Sequence[str]) -> str:
+        func, col, name = self.agg
+        over = f"Window.partitionBy({', '.join(map(repr, self.partition))})"
+        return f"{codes[0]}.withColumn({name!r}, {_agg_code(func, col)}.over({over}))"
+
+    @cached_property
+    def as_join(self) -> Project:
+        joined = PartitionJoin(self.child, self.per_partition, self.partition)
+        return Project(joined, self.cols)
+
+    def lineage_node(self) -> Node:
+        return self.as_join
+
+
+@dataclass(eq=False)
+class PartitionJoin(LeftShaped):
+    """Each left row with the aggregate row of its partition (NULL matching NULL): a
+    lineage view only; its columns repeat the partition columns, the left ones first."""
+
+    partition: tuple[str, ...] = ()
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.cols + self.right.cols
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.left.types + self.right.types
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        n = len(self.partition)
+        key = [self.left.idx(c) for c in self.partition]
+        return [lr + rr for lr in bags[0] for rr in bags[1] if tuple(lr[i] for i in key) == rr[:n]]
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        n = len(self.left.cols)
+        return frozenset({o[:n]}), frozenset({o[n:]})
 
 
 def Distinct(child: Node, via: str = "dataframe") -> Agg:
@@ -894,7 +969,7 @@ def register_tables(als: Any) -> None:
 
 # --- random trees ----------------------------------------------------------------------------
 
-UNARY = ("select", "project", "agg", "rollup", "distinct", "func")
+UNARY = ("select", "project", "agg", "rollup", "window", "distinct", "func")
 BINARY = ("join", "semi", "anti", "outer", "union", "minus", "intersect")
 
 
@@ -1010,6 +1085,11 @@ class TreeBuilder:
         st, draw = self.st, self.draw
         group = tuple(draw(st.lists(st.sampled_from(child.cols), min_size=1, max_size=2, unique=True)))
         return Agg(child, group, agg.aggs, rollup=True)
+
+    def _window(self, child: Node) -> Node:
+        agg = self._agg(child)
+        assert isinstance(agg, Agg)
+        return WindowAgg(child, agg.group, agg.aggs[0])
 
     def _distinct(self, child: Node) -> Node:
         return Distinct(child, self.draw(self.st.sampled_from(self.distinct_via)))

@@ -552,6 +552,20 @@ def sql_subqueries(als: LineageSession) -> str:
 
 
 @task
+def sql_window_rollup(als: LineageSession) -> str:
+    """A window aggregate over whole partitions (the largest order of each segment) feeding a
+    ROLLUP with a UDF key: subtotals per segment and band, per segment, and overall."""
+    return """
+        SELECT c_mktsegment, suite_price_band(o_totalprice) AS band, COUNT(*) AS n, MAX(seg_top) AS top
+        FROM (SELECT o_totalprice, c_mktsegment,
+                     MAX(o_totalprice) OVER (PARTITION BY c_mktsegment) AS seg_top
+              FROM orders JOIN customer ON o_custkey = c_custkey) x
+        WHERE o_totalprice * 4 > seg_top
+        GROUP BY ROLLUP(c_mktsegment, suite_price_band(o_totalprice))
+    """
+
+
+@task
 def left_semi_air_orders(als: LineageSession) -> DataFrame:
     """LEFT SEMI JOIN: orders with a line shipped by AIR, with a UDF price band."""
     orders, lineitem = _t(als, "orders", "lineitem")

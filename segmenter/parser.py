@@ -73,7 +73,10 @@ _SUBQUERY_HINT = {
 }
 _PREDICATE_HINT = "EXISTS/IN is decorrelated in a WHERE clause: move it there, or write a LEFT SEMI/ANTI JOIN"
 _OPERATOR_HINTS = {
-    "Generate": "explode/generators are not supported",
+    "Generate": "explode/generators are not traced yet: keep one row per input with the list as a column",
+    "Sample": "a sample is not reproduced when lineage recomputes the task: filter on a hash of the key",
+    "MapInPandas": "mapInPandas gives no row mapping: apply a ReasoningUDF per row instead",
+    "FlatMapGroupsInPandas": "applyInPandas is not traced yet: GROUP BY with a ReasoningUDF per row",
     "LocalRelation": "inline data has no stable row ids: register it with register_table()",
     "LogicalRDD": "an in-memory DataFrame has no stable row ids: register it with register_table()",
     "Sort": "ORDER BY is supported only at the top of a task",
@@ -150,6 +153,9 @@ class _Parser:
 
     def _rewrite(self, e: JObj, refs: set[str], udf_cols: dict[str, Col]) -> JObj:
         cls = e.getClass().getSimpleName()
+        if cls == "PivotFirst":
+            hint = "write one aggregate per value, e.g. sum(CASE WHEN c = 'v' THEN x END) AS v"
+            raise UnsupportedTaskError("pivot", self._where(), hint)
         if cls == "ScalarSubquery" and e.exprId().id() in self.scalars:
             refs.add(self.scalars[e.exprId().id()].id)
             return self.unresolved.quoted(self.scalars[e.exprId().id()].id)

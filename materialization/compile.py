@@ -23,6 +23,7 @@ from segmenter.operators import (
     Difference,
     Expr,
     Function,
+    Generate,
     Join,
     Node,
     Projection,
@@ -126,6 +127,10 @@ class Compiler:
             keep = [c.id for c in node.inputs[0].columns] + tags_of(df)
             df = df.select(*[ref(c) for c in keep])
         return df
+
+    def _generate(self, node: Generate) -> DataFrame:
+        df = self.compile(node.child)
+        return df.select("*", F.expr(node.generator.sql).alias(*[c.id for c in node.outputs]))
 
     def _aggregation(self, node: Aggregation) -> DataFrame:
         df = self.compile(node.child)

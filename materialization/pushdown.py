@@ -23,6 +23,7 @@ from segmenter.operators import (
     Difference,
     Expr,
     Function,
+    Generate,
     Join,
     Node,
     Projection,
@@ -59,7 +60,7 @@ class Restriction:
 def passing_columns(node: Node, equal: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
     """Per child of ``node``: output column id -> child column id, for unchanged columns.
     ``equal``: column pairs a selection right above a join equates (a comma join's WHERE)."""
-    if isinstance(node, (Selection, Function)):
+    if isinstance(node, (Selection, Function, Generate)):
         return [{c.id: c.id for c in node.child.columns}]
     if isinstance(node, Projection):
         return [{c.id: e.is_column() for c, e in node.outputs if e.is_column()}]  # type: ignore[misc]

@@ -242,6 +242,39 @@ class Difference(Node):
 
 
 @dataclass(frozen=True)
+class Generate(Node):
+    """γ: each input row once per element its generator gives (``explode``, ``posexplode``,
+    ``inline``, their ``_outer`` forms), with the element's ``outputs`` appended. Its lineage
+    is that of π(T ⋈_{p < size(list)} P) over a constant table of positions P: each output
+    row comes from its input row alone (docs/semantics.md)."""
+
+    child: Node
+    function: str  # explode, posexplode, inline
+    args: tuple[Expr, ...]
+    outer: bool
+    outputs: tuple[Col, ...]
+    symbol: ClassVar[str] = "γ"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.child.columns + self.outputs
+
+    @property
+    def generator(self) -> Expr:
+        """The call as Spark SQL."""
+        name = f"{self.function}{'_outer' if self.outer else ''}"
+        refs = frozenset().union(*(a.refs for a in self.args))
+        return Expr(f"{name}({', '.join(a.sql for a in self.args)})", refs)
+
+    def describe(self) -> str:
+        return f"{_col_list(self.outputs)} := {self.generator.sql}"
+
+
+@dataclass(frozen=True)
 class Function(Node):
     """φ: appends the UDF's Value (and, in reasoning mode, its Reason) to every input row."""
 
@@ -336,7 +369,7 @@ def _assignment(col: Col, expr: Expr) -> str:
 
 _NODE_TYPES: dict[str, type[Node]] = {
     cls.__name__: cls
-    for cls in (Source, Selection, Projection, Join, Aggregation, Union, Difference, Function)
+    for cls in (Source, Selection, Projection, Join, Aggregation, Union, Difference, Function, Generate)
 }
 
 

@@ -23,6 +23,7 @@ from segmenter.operators import (
     Difference,
     Expr,
     Function,
+    Generate,
     Join,
     Node,
     Projection,
@@ -73,7 +74,6 @@ _SUBQUERY_HINT = {
 }
 _PREDICATE_HINT = "EXISTS/IN is decorrelated in a WHERE clause: move it there, or write a LEFT SEMI/ANTI JOIN"
 _OPERATOR_HINTS = {
-    "Generate": "explode/generators are not traced yet: keep one row per input with the list as a column",
     "Sample": "a sample is not reproduced when lineage recomputes the task: filter on a hash of the key",
     "MapInPandas": "mapInPandas gives no row mapping: apply a ReasoningUDF per row instead",
     "FlatMapGroupsInPandas": "applyInPandas is not traced yet: GROUP BY with a ReasoningUDF per row",
@@ -466,6 +466,25 @@ class _Parser:
             "write it as a LEFT SEMI JOIN or a LEFT JOIN and a test of the joined column",
         )
 
+    def _op_Generate(self, plan: JObj) -> Node:
+        """γ for explode/posexplode/inline (a model's list output included: its φ goes below)."""
+        gen = plan.generator()
+        name = gen.prettyName()
+        if name not in _GENERATORS:
+            raise UnsupportedTaskError(
+                f"generator {name}()", self._where(), f"only {', '.join(_GENERATORS)} are traced"
+            )
+        child = self.node(plan.child())
+        calls = self._udf_calls([gen])
+        node, udf_cols = self._functions(child, calls, {}) if calls else (child, {})
+        args = tuple(self.expr(a, udf_cols) for a in self._list(gen.children()))
+        outputs = tuple(self._attr_col(a) for a in self._list(plan.generatorOutput()))
+        generated = Generate(node, name, args, bool(plan.outer()), outputs)
+        shown = self._cols(plan)
+        if shown == generated.columns:
+            return generated
+        return Projection(generated, tuple((c, column_expr(c)) for c in shown))
+
     def _op_Window(self, plan: JObj) -> Node:
         """Aggregates over whole partitions (``avg(x) OVER (PARTITION BY p)``): each row
         joined with its partition's aggregate, T ⋈_{p <=> p'} α_{p'; agg}(T) (docs/semantics.md).
@@ -594,6 +613,8 @@ def _anti(left: Node, right: Node, condition: tuple[Expr, ...]) -> Difference:
     """T₁ ▷ T₂ = T₁ − (T₁ ⋉ T₂): the left rows no right row matches, duplicates kept."""
     return Difference(left, Join((left, right), condition, semi=True), "anti")
 
+
+_GENERATORS = ("explode", "posexplode", "inline")
 
 # Spark's outer join types -> the sides whose unmatched rows are padded with NULLs
 _OUTER = {"LeftOuter": ("left",), "RightOuter": ("right",), "FullOuter": ("left", "right")}

@@ -14,6 +14,7 @@ from segmenter.operators import (
     Aggregation,
     Difference,
     Function,
+    Generate,
     Join,
     Node,
     Projection,
@@ -133,7 +134,7 @@ def _make(
 
 
 def _is_body(node: Node, below_join: bool) -> bool:
-    if isinstance(node, (Projection, Selection, Join)):
+    if isinstance(node, (Projection, Selection, Join, Generate)):
         return True
     return isinstance(node, Union) and not below_join
 

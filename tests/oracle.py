@@ -34,7 +34,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import Window as SparkWindow
@@ -277,6 +277,26 @@ class Project(Node):
 
     def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
         return (frozenset(t for t in bags[0] if self.project(t) == o),)
+
+
+@dataclass(eq=False)
+class Appending(Node):
+    """A unary operator that appends one column, ``name``, of type ``added_type``."""
+
+    child: Node
+    added_type: ClassVar[str] = "long"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.child.cols + (self.name,)  # type: ignore[attr-defined]
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.child.types + (self.added_type,)
 
 
 @dataclass(eq=False)
@@ -579,25 +599,19 @@ def _agg_code(func: str, col: str | None) -> str:
 
 
 @dataclass(eq=False)
-class WindowAgg(Node):
+class WindowAgg(Appending):
     """``func(col) OVER (PARTITION BY partition)`` appended as ``name`` (a whole-partition
     frame); its lineage view is the rewrite T ⋈_{p <=> p'} α_{p'; func}(T)."""
 
     child: Node
     partition: tuple[str, ...]
     agg: tuple[str, str | None, str]
+    added_type: ClassVar[str] = "long"
 
     @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
+    def name(self) -> str:
+        return self.agg[2]
 
-    @cached_property
-    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.child.cols + (self.agg[2],)
-
-    @cached_property
-    def types(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.child.types + ("long",)
 
     @cached_property
     def per_partition(self) -> Agg:
@@ -649,6 +663,76 @@ class PartitionJoin(LeftShaped):
     def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
         n = len(self.left.cols)
         return frozenset({o[:n]}), frozenset({o[n:]})
+
+
+@dataclass(eq=False)
+class Explode(Appending):
+    """``explode(array(a, b)) AS name``: each row twice, with a's and then b's value."""
+
+    added_type: ClassVar[str] = "long"
+
+    child: Node
+    a: str
+    b: str
+    name: str
+
+
+    def element(self, row: Row, position: int) -> Row:
+        return row + (row[self.child.idx((self.a, self.b)[position])],)
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        return [self.element(r, p) for r in bags[0] for p in (0, 1)]
+
+    def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
+        return frames[0].select("*", F.explode(F.array(self.a, self.b)).alias(self.name))
+
+    def code(self, codes: Sequence[str]) -> str:
+        return f"{codes[0]}.select('*', F.explode(F.array({self.a!r}, {self.b!r})).alias({self.name!r}))"
+
+    @cached_property
+    def as_join(self) -> Node:
+        return PositionJoin(self, Positions())
+
+    def lineage_node(self) -> Node:
+        return self.as_join
+
+
+@dataclass(eq=False)
+class Positions(Node):
+    """The constant relation {0, 1} of list positions (not a source: no lineage)."""
+
+    cols: tuple[str, ...] = ("position",)
+    types: tuple[str, ...] = ("long",)
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        return [(0,), (1,)]
+
+
+@dataclass(eq=False)
+class PositionJoin(Node):
+    """explode's rewrite π_{T, list[p]}(T ⋈_{p < size(list)} P) (a lineage view only)."""
+
+    explode: Explode
+    positions: Positions
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.explode.child, self.positions)
+
+    @cached_property
+    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.explode.cols
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.explode.types
+
+    def apply(self, bags: Sequence[Bag]) -> Bag:
+        return [self.explode.element(r, p) for r in bags[0] for (p,) in bags[1]]
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        made = [(r, p) for r in bags[0] for p in bags[1] if self.explode.element(r, p[0]) == o]
+        return frozenset(r for r, _ in made), frozenset(p for _, p in made)
 
 
 def Distinct(child: Node, via: str = "dataframe") -> Agg:
@@ -712,7 +796,7 @@ class Minus(LeftShaped):
 
 
 @dataclass(eq=False)
-class Func(Node):
+class Func(Appending):
     """φ: appends ``name`` := oracle_parity(arg) (the Reason stays hidden in the output)."""
 
     child: Node
@@ -720,18 +804,8 @@ class Func(Node):
     name: str
 
     udf: str = parity.name
+    added_type: ClassVar[str] = "string"
 
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    @cached_property
-    def cols(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.child.cols + (self.name,)
-
-    @cached_property
-    def types(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.child.types + ("string",)
 
     def apply(self, bags: Sequence[Bag]) -> Bag:
         i = self.child.idx(self.arg)
@@ -911,6 +985,8 @@ class Oracle:
             if isinstance(node, Func):
                 reasoning.update(node.reasoning(o) for o in new)
             op = node.lineage_node()
+            if not op.children:  # a constant relation (explode's positions): no source rows
+                return
             parts = [self.operator_lineage(node, o) for o in new]
             for i, child in enumerate(op.children):
                 trace(child, set().union(*(p[i] for p in parts)))
@@ -969,7 +1045,7 @@ def register_tables(als: Any) -> None:
 
 # --- random trees ----------------------------------------------------------------------------
 
-UNARY = ("select", "project", "agg", "rollup", "window", "distinct", "func")
+UNARY = ("select", "project", "agg", "rollup", "window", "explode", "distinct", "func")
 BINARY = ("join", "semi", "anti", "outer", "union", "minus", "intersect")
 
 
@@ -1090,6 +1166,13 @@ class TreeBuilder:
         agg = self._agg(child)
         assert isinstance(agg, Agg)
         return WindowAgg(child, agg.group, agg.aggs[0])
+
+    def _explode(self, child: Node) -> Node:
+        longs = self._longs(child)
+        if not longs:
+            return child
+        st, draw = self.st, self.draw
+        return Explode(child, draw(st.sampled_from(longs)), draw(st.sampled_from(longs)), self._name("e"))
 
     def _distinct(self, child: Node) -> Node:
         return Distinct(child, self.draw(self.st.sampled_from(self.distinct_via)))

@@ -98,10 +98,28 @@ class SuitePersonImage(ReasoningUDF):
         return False, {"cue": "none", "score": round(0.05 * (len(stem) % 7), 2)}
 
 
+class SuiteOpinionWords(ReasoningUDF):
+    """Pretend detector that returns a list (one entry per opinion word found, like boxes
+    of a person detector); the reason gives each word's position in the text."""
+
+    name = "suite_opinion_words"
+    value_type = "array<string>"
+    reason_type = "struct<positions: array<int>>"
+
+    def main(self, text: str | None) -> list[str]:
+        return self.main_with_reason(text)[0]
+
+    def main_with_reason(self, text: str | None) -> tuple[list[str], dict[str, Any]]:
+        words = [w.strip(".,!?") for w in (text or "").lower().split()]
+        found = [(i, w) for i, w in enumerate(words) if w in POSITIVE_WORDS + NEGATIVE_WORDS]
+        return [w for _, w in found], {"positions": [i for i, _ in found]}
+
+
 suite_sentiment = SuiteSentiment()
 suite_price_band = SuitePriceBand()
 suite_person_image = SuitePersonImage()
-SUITE_UDFS = (suite_sentiment, suite_price_band, suite_person_image)
+suite_opinion_words = SuiteOpinionWords()
+SUITE_UDFS = (suite_sentiment, suite_price_band, suite_person_image, suite_opinion_words)
 
 
 # --- data -------------------------------------------------------------------------------------
@@ -563,6 +581,15 @@ def sql_window_rollup(als: LineageSession) -> str:
         WHERE o_totalprice * 4 > seg_top
         GROUP BY ROLLUP(c_mktsegment, suite_price_band(o_totalprice))
     """
+
+
+@task
+def explode_model_list(als: LineageSession) -> DataFrame:
+    """explode of a model's list output (one row per word it found, as one per detected box),
+    then a count per word and ship mode: each word row's lineage is its line and that call."""
+    (lineitem,) = _t(als, "lineitem")
+    words = lineitem.select("l_shipmode", F.explode(suite_opinion_words("l_comment")).alias("word"))
+    return words.groupBy("word", "l_shipmode").agg(F.count(F.lit(1)).alias("n"))
 
 
 @task

@@ -32,6 +32,7 @@ from segmenter.operators import (
     Difference,
     Expr,
     Function,
+    Generate,
     Join,
     Node,
     Projection,
@@ -126,6 +127,10 @@ def _evaluated(node: Node, aggregates: bool) -> list[Expr]:
         return [e for _, e in node.outputs]
     if isinstance(node, Aggregation):
         return [e for _, e in (node.outputs if aggregates else node.keys)]
+    if isinstance(node, Generate):
+        if node.function != "explode" or node.outer or len(node.outputs) != 1:  # of a list: unnest
+            raise NotInProcess(f"generator {node.generator.sql}")
+        return list(node.args)
     return []
 
 
@@ -387,6 +392,8 @@ class DuckEngine:
             return self._join(node, kids, tagged, (probes or {}).get(id(node)))
         if isinstance(node, Aggregation):
             return self._aggregation(node, kids[0])
+        if isinstance(node, Generate):
+            return self._explode(node, kids[0])
         if isinstance(node, Union):
             return self._union(node, kids)
         if isinstance(node, Difference):
@@ -431,6 +438,12 @@ class DuckEngine:
                 c for c in cols if c.startswith(TAG_PREFIX)
             )
         return Rel(f"SELECT {', '.join(map(q, cols))} FROM {sql}", cols)
+
+    def _explode(self, node: Generate, kid: Rel) -> Rel:
+        """explode(list): a row per element (none for an empty or NULL list), as unnest."""
+        (arg,), (out,) = node.args, node.outputs
+        sql = f"SELECT *, unnest({self._expr(arg)}) AS {q(out.id)} FROM ({kid.sql})"
+        return Rel(sql, (*kid.cols, out.id))
 
     def _aggregation(self, node: Aggregation, kid: Rel) -> Rel:
         keys = [(c, self._expr(e)) for c, e in node.keys]

@@ -558,12 +558,12 @@ def sql_subqueries(als: LineageSession) -> str:
     the result."""
     return """
         SELECT o_orderkey, o_orderpriority, suite_price_band(o_totalprice) AS band
-        FROM orders o
+        FROM (SELECT * FROM orders o
+              WHERE o_totalprice > (SELECT 0.5 * MAX(o2.o_totalprice) FROM orders o2
+                                    WHERE o2.o_orderpriority = o.o_orderpriority)) o
         WHERE EXISTS (SELECT 1 FROM lineitem l
                       WHERE l.l_orderkey = o.o_orderkey AND l.l_commitdate < l.l_receiptdate)
           AND o_custkey NOT IN (SELECT c_custkey FROM customer WHERE c_mktsegment = 'BUILDING')
-          AND o_totalprice > (SELECT 0.5 * MAX(o2.o_totalprice) FROM orders o2
-                              WHERE o2.o_orderpriority = o.o_orderpriority)
           AND o_orderkey IN (SELECT l_orderkey FROM lineitem WHERE l_returnflag = 'R'
                              INTERSECT SELECT l_orderkey FROM lineitem WHERE l_shipmode = 'AIR')
     """

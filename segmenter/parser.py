@@ -435,13 +435,15 @@ class _Parser:
         cond = plan.condition()
         left = self.node(plan.left())
         right = self.node(plan.right())
-        condition = tuple(self.expr(c) for c in self._split_and(cond.get())) if cond.isDefined() else ()
-        if cond.isDefined() and self._udf_calls([cond.get()]):
+        conjuncts = self._split_and(cond.get()) if cond.isDefined() else []
+        on_udfs = [c for c in conjuncts if self._udf_calls([c])]
+        if on_udfs and join_type not in ("Inner", "Cross"):
             raise UnsupportedTaskError(
-                "UDF call in a join condition",
+                "UDF call in the condition of an outer, semi or anti join",
                 self._where(),
                 "apply the UDF in a select/withColumn before the join",
             )
+        condition = tuple(self.expr(c) for c in conjuncts if not self._udf_calls([c]))
         if join_type in ("Inner", "Cross"):
             inputs: list[Node] = []
             conds: list[Expr] = []
@@ -451,7 +453,9 @@ class _Parser:
                     conds += side.condition
                 else:
                     inputs.append(side)
-            return Join(tuple(inputs), tuple(conds) + condition)
+            joined = Join(tuple(inputs), tuple(conds) + condition)
+            # a model in the condition: φ over the pairs the plain conditions keep, then σ
+            return self._filter(joined, on_udfs) if on_udfs else joined
         if join_type == "LeftSemi":
             return Join((left, right), condition, semi=True)
         if join_type == "LeftAnti":

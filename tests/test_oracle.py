@@ -377,6 +377,13 @@ def test_function_operator_and_reasoning_lineage(als: LineageSession) -> None:
     # a UDF inside a filter: σ over φ, then π drops the value again
     spec = Project(Select(Func(R, "ra", "p"), "p", "=", "odd"), ("rk", "ra", "rb"))
     check(als, spec, "fm", r.filter(parity(F.col("ra")) == "odd"))
+    # a UDF in a join condition: φ over the pairs the plain condition keeps, σ, π
+    s = als.table("s")
+    pairs = Join(R, S, "rb", "=", "sb")
+    spec = Project(Select(Func(pairs, "sa", "p"), "p", "=", "odd"), pairs.cols)
+    per_row = check(als, spec, "fm", r.join(s, (r.rb == s.sb) & (parity(s.sa) == "odd")))
+    odd = ("oracle_parity", (("sa", 1),), "odd", (("rule", "1 mod 2 = 1"),))
+    assert per_row[(3, 1, 2, 2, 1, 2)].reasoning == {odd}
 
 
 def test_difference_as_the_subtrahend_of_a_difference(als: LineageSession) -> None:

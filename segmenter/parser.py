@@ -56,9 +56,15 @@ _TRANSPARENT = {
     "RepartitionByExpression",
     "RebalancePartitions",
 }
-# Spark's own rules that turn subqueries into the joins that decorrelate them (semi, anti,
-# left outer), keeping every other operator where the user wrote it
-_DECORRELATE = ("PullupCorrelatedPredicates", "RewriteCorrelatedScalarSubquery", "RewritePredicateSubquery")
+# Spark's own rules applied before parsing, each keeping every operator where the user wrote it:
+# constants folded (``date '1998-12-01' - interval '90' day`` has no SQL text Spark reads back),
+# and subqueries turned into the joins that decorrelate them (semi, anti, left outer)
+_PREPARE = (
+    "ConstantFolding",
+    "PullupCorrelatedPredicates",
+    "RewriteCorrelatedScalarSubquery",
+    "RewritePredicateSubquery",
+)
 _SUBQUERY_EXPRS = {
     "ScalarSubquery": "scalar subquery",
     "Exists": "EXISTS subquery",
@@ -201,16 +207,16 @@ class _Parser:
         return f"{e.name()}({args})"
 
     # --- task ---------------------------------------------------------------------------------
-    def decorrelated(self, plan: JObj) -> JObj:
-        """``plan`` with its subqueries rewritten into joins by Spark's optimizer rules (each
-        leaves a plan without subqueries as it is)."""
+    def prepared(self, plan: JObj) -> JObj:
+        """``plan`` with :data:`_PREPARE` applied (a plan without constants to fold or
+        subqueries stays as it is)."""
         rules = self.jvm.org.apache.spark.sql.catalyst.optimizer
-        for rule in _DECORRELATE:
+        for rule in _PREPARE:
             plan = getattr(rules, rule).apply(plan)
         return plan
 
     def task(self, plan: JObj, text: str) -> Task:
-        plan = self.decorrelated(plan)
+        plan = self.prepared(plan)
         output = self._cols(plan)
         limit: int | None = None
         order: tuple[SortKey, ...] = ()

@@ -39,6 +39,7 @@ from tests.oracle import (
     Select,
     TreeBuilder,
     Union,
+    WindowAgg,
     distinct,
     leaf,
     parity,
@@ -101,7 +102,8 @@ def _evaluate(node: Node, present: frozenset, as_run: dict[int, dict] | None = N
 
     With ``as_run`` (filled per aggregation on first use), an aggregation row carries the
     values it has in the run (every fact holding): it is one fact whose probability is that
-    of its group existing, the semantics the confidence backend defines for α."""
+    of its group existing, the semantics the confidence backend defines for α (and so for a
+    window aggregate, whose value is its partition's in the run)."""
     if isinstance(node, Leaf):
         return [r for r in DB[node.table] if node.table not in PROBS or (node.table, r[0]) in present]
     bag = node.apply([_evaluate(c, present, as_run) for c in node.children])
@@ -110,6 +112,11 @@ def _evaluate(node: Node, present: frozenset, as_run: dict[int, dict] | None = N
             everything = _evaluate(node, frozenset(_everything(node)))
             as_run[id(node)] = {r[: len(node.group)]: r for r in everything}
         bag = [as_run[id(node)].get(r[: len(node.group)], r) for r in bag]
+    if as_run is not None and isinstance(node, WindowAgg):  # the value of its partition in the run
+        if id(node) not in as_run:
+            everything = _evaluate(node.per_partition, frozenset(_everything(node)))
+            as_run[id(node)] = {r[:-1]: r[-1] for r in everything}
+        bag = [r[:-1] + (as_run[id(node)][node.per_partition.key(r)],) for r in bag]
     if isinstance(node, Func):
         i = node.child.idx(node.arg)
         bag = [r for r in bag if r[-1] is None or ("parity", r[i]) in present]

@@ -59,6 +59,7 @@ _TRANSPARENT = {
 # Spark's own rules applied before parsing, each keeping every operator where the user wrote it:
 # constants folded (``date '1998-12-01' - interval '90' day`` has no SQL text Spark reads back),
 # and subqueries turned into the joins that decorrelate them (semi, anti, left outer)
+_FOLDED = ("date", "integer")  # constants whose value comes back from the JVM as it went there
 _PREPARE = (
     "ConstantFolding",
     "PullupCorrelatedPredicates",
@@ -189,6 +190,10 @@ class _Parser:
                 self._where(),
                 "lineage is traced by recomputation, which needs deterministic expressions",
             )
+        if cls != "Literal" and e.foldable() and e.dataType().typeName() in _FOLDED:
+            # a constant ConstantFolding could not reach (inside BETWEEN's parameters)
+            literal = self.jvm.org.apache.spark.sql.catalyst.expressions.Literal
+            return literal.create(e.eval(None), e.dataType())
         if cls == "Between":  # its SQL text comes from parameters that are not its children
             x, low, high = (self._rewrite(p, refs, udf_cols) for p in self._list(e.parameters()))
             ex = self.jvm.org.apache.spark.sql.catalyst.expressions

@@ -1,0 +1,434 @@
+"""How much of TPC-H, written as the specification writes it, the lineage engine accepts.
+
+    python -m cda_workload.tpch_coverage --sf 0.01 --queries all --sample 3 --out tpch_coverage
+
+The benchmarks run TPC-H queries hand-rewritten into joins; users write correlated
+subqueries, EXISTS / NOT EXISTS / IN / NOT IN, scalar subqueries, outer joins and views. This
+command takes the 22 queries of ``cda_workload.tpch_queries`` (the specification's text with
+its validation parameters) and, for each, one query at a time on local Spark:
+
+1. computes plain Spark's answer (``als.sql(q).collect()``);
+2. runs the task lazily (``strategy="fm"``) and eagerly (``backend="eager"``), and checks each
+   run's output equals Spark's answer as a multiset;
+3. draws up to ``--sample`` output rows (seeded) and asks the lineage of each row of both runs,
+   comparing the source lineage: the lazy tracing queries must name the rows the eager
+   indexes captured.
+
+Each query gets a status: ``traced`` (both outputs right, lazy == eager on every sampled row),
+``disagrees`` (the tables whose lineage differs), ``refused`` (the engine's one-line
+``LineageError``, the phase that raised it), or ``error`` (any other exception, or an output
+that differs from Spark's: a bug to report). A query with no output row is ``traced`` only if
+both outputs are right; its note says no row was asked.
+
+One query failing does not stop the others: each query runs in a child process of its own
+(its own Spark driver), so a driver killed by an OutOfMemoryError or a hang past ``--timeout``
+costs only that query; the child's log is kept in ``--out``/logs/<query>.log. ``--in-process``
+runs every query in this process instead (one JVM start, for quick loops). Rows of the table go
+to stdout as they come, progress to stderr; ``tpch_coverage.json`` and ``tpch_coverage.md`` are
+written under ``--out`` after every query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from cda_workload.bench import machine
+from cda_workload.bench_eager import engine_fingerprint
+from cda_workload.progress import Progress
+from cda_workload.tpch import PRIMARY_KEYS, generate, register_tpch
+from cda_workload.tpch_queries import QUERIES
+from segmenter.errors import LineageError
+from tracing import LineageSession, Run
+
+Log = Callable[[str], None]
+SourceLineage = dict[str, Counter]  # table -> multiset of its rows (normalised tuples)
+
+
+@dataclass
+class Outcome:
+    """What one query gave; ``phase`` names the step that failed (spark, fm, eager, lineage)."""
+
+    query: str
+    status: str = "traced"
+    detail: str = ""
+    phase: str = ""
+    error_type: str = ""
+    output_rows: int | None = None
+    sampled: int = 0
+    spark_s: float | None = None
+    task_s: dict[str, float] = field(default_factory=dict)  # fm, eager
+    lineage_s: dict[str, float] = field(default_factory=dict)  # fm, eager: summed over the rows
+    lineage_rows: list[dict[str, int]] = field(default_factory=list)  # per sampled row: table -> rows
+    engine: str = field(default_factory=engine_fingerprint)  # the engine's source this query ran on
+
+
+class Failed(Exception):
+    """Ends a query's measurement with a status; raised by the steps below."""
+
+    def __init__(self, status: str, phase: str, detail: str, error_type: str = "") -> None:
+        super().__init__(detail)
+        self.status, self.phase, self.detail, self.error_type = status, phase, detail, error_type
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def describe(exc: BaseException) -> str:
+    """Type and first line; for a Java error (Py4J's "An error occurred while calling ...") also
+    its root cause, the last ``Caused by:`` of the JVM's trace or else the exception it names."""
+    text = str(exc).strip()
+    line = f"{type(exc).__name__}: {first_line(exc)}"
+    if "An error occurred while calling" not in text:
+        return line
+    causes = re.findall(r"^Caused by: (.+)$", text, flags=re.MULTILINE)
+    named = re.findall(r"^: (\S+(?:Exception|Error)\b.*)$", text, flags=re.MULTILINE)
+    cause = (causes or named or [""])[-1]
+    return f"{line} {cause[:300]}".strip()
+
+
+def step(phase: str, action: Callable[[], Any]) -> tuple[float, Any]:
+    """Seconds and result of ``action``; a raised exception becomes a ``Failed`` of ``phase``."""
+    start = time.perf_counter()
+    try:
+        result = action()
+    except LineageError as exc:
+        raise Failed("refused", phase, first_line(exc), type(exc).__name__) from exc
+    except Exception as exc:  # any other failure is the bug this command reports
+        raise Failed("error", phase, describe(exc), type(exc).__name__) from exc
+    return time.perf_counter() - start, result
+
+
+def normal(value: Any) -> Any:
+    """A value comparable across engines: floats to 12 significant digits, the rest as is."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, (list, tuple)):
+        return tuple(normal(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, normal(v)) for k, v in value.items()))
+    return value
+
+
+def multiset(rows: Iterable[Any]) -> Counter:
+    return Counter(normal(tuple(r)) for r in rows)
+
+
+def compare_output(phase: str, run: Run, expected: Counter) -> list[tuple]:
+    """The run's output rows, if they equal Spark's answer as a multiset (else ``Failed``)."""
+    _, rows = step(phase, lambda: [tuple(r) for r in run.output.collect()])
+    got = multiset(rows)
+    if got != expected:
+        missing, extra = expected - got, got - expected
+        example = next(iter(missing or extra))
+        raise Failed(
+            "error",
+            phase,
+            f"output differs from Spark's: {sum(missing.values())} row(s) missing, "
+            f"{sum(extra.values())} extra (of {sum(expected.values())}); e.g. "
+            f"{'missing' if missing else 'extra'} {example}",
+            "OutputMismatch",
+        )
+    return rows
+
+
+def source_lineage(answer: Any) -> SourceLineage:
+    """``{table: multiset of rows}`` of a lineage answer, tables without rows left out."""
+    found = answer.to_dict()["source_lineage"]
+    return {t: Counter(normal(r) for r in rows) for t, rows in found.items() if rows}
+
+
+def differences(lazy: SourceLineage, eager: SourceLineage) -> list[str]:
+    """One phrase per table whose lineage differs: its row counts under each way."""
+    out = []
+    for table in sorted(set(lazy) | set(eager)):
+        a, b = lazy.get(table, Counter()), eager.get(table, Counter())
+        if a != b:
+            out.append(
+                f"{table}: fm {sum(a.values())} rows, eager {sum(b.values())} "
+                f"({sum((a - b).values())} only fm, {sum((b - a).values())} only eager)"
+            )
+    return out
+
+
+def ask(run: Run, rows: list[dict[str, Any]]) -> SourceLineage:
+    return source_lineage(run.lineage(rows=rows))
+
+
+def trace(outcome: Outcome, runs: dict[str, Run], names: list[str], chosen: list[tuple]) -> None:
+    """Asks each chosen row of both runs; ``Failed("disagrees")`` at the first row that differs."""
+    outcome.lineage_s = {"fm": 0.0, "eager": 0.0}
+    for row in chosen:
+        given = [dict(zip(names, row))]
+        found: dict[str, SourceLineage] = {}
+        for way, run in runs.items():
+            seconds, found[way] = step(f"lineage ({way})", partial(ask, run, given))
+            outcome.lineage_s[way] += seconds
+        outcome.sampled += 1
+        outcome.lineage_rows.append({t: sum(c.values()) for t, c in sorted(found["fm"].items())})
+        diff = differences(found["fm"], found["eager"])
+        if diff:
+            raise Failed("disagrees", "lineage", f"row {given[0]}: " + "; ".join(diff))
+
+
+def measure(
+    als: LineageSession, name: str, sql: str, sample: int, seed: int, keep: bool, log: Log
+) -> Outcome:
+    """One query through every step; the first failure ends it with its status."""
+    outcome = Outcome(name)
+    runs: dict[str, Run] = {}
+    try:
+        outcome.spark_s, answer = step("spark", lambda: [tuple(r) for r in als.sql(sql).collect()])
+        expected = multiset(answer)
+        outcome.output_rows = len(answer)
+        log(f"{name}: Spark gives {len(answer)} row(s) in {outcome.spark_s:.1f} s; running fm")
+        outcome.task_s["fm"], runs["fm"] = step("fm", lambda: als.run(als.sql(sql), strategy="fm"))
+        rows = compare_output("fm", runs["fm"], expected)
+        log(f"{name}: fm run {outcome.task_s['fm']:.1f} s; running eager")
+        outcome.task_s["eager"], runs["eager"] = step("eager", lambda: als.run(als.sql(sql), backend="eager"))
+        compare_output("eager", runs["eager"], expected)
+        chosen = random.Random(f"{seed}:{name}").sample(rows, min(sample, len(rows)))
+        log(f"{name}: eager run {outcome.task_s['eager']:.1f} s; asking {len(chosen)} row(s) of both")
+        trace(outcome, runs, runs["fm"].output.columns, chosen)
+        if not rows:
+            outcome.detail = "no output row: outputs checked, no lineage asked"
+    except Failed as failed:
+        outcome.status, outcome.phase = failed.status, failed.phase
+        outcome.detail, outcome.error_type = failed.detail, failed.error_type
+    finally:
+        if not keep:
+            for run in runs.values():
+                try:
+                    als.store.delete(run.dir)
+                except Exception as exc:  # a leftover run must not hide the outcome
+                    log(f"{name}: could not delete run {run.dir}: {first_line(exc)}")
+    return outcome
+
+
+HEADER = (
+    "| query | status | rows | asked | Spark s | fm task s | eager task s "
+    "| fm lineage s | eager lineage s | detail |"
+)
+
+
+def seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def table_row(o: Outcome) -> str:
+    detail = (f"[{o.phase}] " if o.phase else "") + o.detail
+    cells = [
+        o.query,
+        o.status,
+        "—" if o.output_rows is None else str(o.output_rows),
+        str(o.sampled),
+        seconds(o.spark_s),
+        seconds(o.task_s.get("fm")),
+        seconds(o.task_s.get("eager")),
+        seconds(o.lineage_s.get("fm")),
+        seconds(o.lineage_s.get("eager")),
+        detail.replace("|", "\\|"),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown(outcomes: list[Outcome], info: dict[str, Any]) -> str:
+    counts = Counter(o.status for o in outcomes)
+    summary = ", ".join(f"{counts[s]} {s}" for s in ("traced", "disagrees", "refused", "error") if counts[s])
+    return "\n".join(
+        [
+            "# TPC-H as the specification writes it: lineage coverage",
+            "",
+            f"SF {info['sf']}, {info['sample']} sampled row(s) per query (seed {info['seed']}), "
+            f"{info['machine']['cpus']} CPUs, load average before/after "
+            f"{info['load_before'][0]:.1f}/{info['load_after'][0]:.1f}, "
+            f"{info['wall_s']:.0f} s in all; commit {info['commit']}, engine {info['engine']}. "
+            "Queries: `cda_workload/tpch_queries.py`.",
+            "",
+            f"**{len(outcomes)} queries: {summary}.** Lineage seconds are summed over the asked rows.",
+            "",
+            HEADER,
+            "|---" * HEADER.count(" | ") + "|---|",
+            *(table_row(o) for o in outcomes),
+            "",
+        ]
+    )
+
+
+def parse_queries(spec: str) -> list[str]:
+    if spec == "all":
+        return list(QUERIES)
+    names = [n.strip().upper() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in QUERIES]
+    if unknown:
+        raise SystemExit(f"unknown queries {', '.join(unknown)}: choose from all or {','.join(QUERIES)}")
+    return names
+
+
+def session(data: Path, sf: str) -> LineageSession:
+    """A session on this scale factor's store, the TPC-H tables registered once per store."""
+    als = LineageSession(store=str(data / f"tpch-coverage-store-sf{sf}"), progress=lambda m: None)
+    als.spark.sparkContext.setLogLevel("ERROR")
+    if not set(PRIMARY_KEYS) <= set(als.store.source_names()):
+        register_tpch(als, generate(float(sf), data / f"tpch-sf{sf}"))
+    return als
+
+
+def child(args: argparse.Namespace) -> int:
+    """``--one Qn --result file``: measures one query, writes its outcome as JSON."""
+    progress = Progress(sys.stderr)
+    als = session(Path(args.data), args.sf)
+    outcome = measure(als, args.one, QUERIES[args.one], args.sample, args.seed, args.keep_runs, progress.say)
+    Path(args.result).write_text(json.dumps(asdict(outcome), default=str))
+    return 0
+
+
+PHASES = (("eager run", "lineage"), ("fm run", "eager"), ("Spark gives", "fm"))  # last line -> next step
+
+
+def isolated(name: str, args: argparse.Namespace, logs: Path) -> Outcome:
+    """Runs ``name`` in a child process; its progress lines are echoed, all its output logged.
+    A child that dies or runs past ``--timeout`` gives an ``error`` naming the cause."""
+    command = [
+        sys.executable, "-m", "cda_workload.tpch_coverage", "--one", name, "--sf", args.sf,
+        "--sample", str(args.sample), "--seed", str(args.seed), "--data", args.data,
+    ]  # fmt: skip
+    log_file = logs / f"{name}.log"
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp, log_file.open("w") as sink:
+        result = Path(tmp) / "outcome.json"
+        command += ["--result", str(result), *(["--keep-runs"] if args.keep_runs else [])]
+        proc = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+
+        def pump() -> None:  # the child's stderr: all to its log, progress lines echoed
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                sink.write(line)
+                lines.append(line)
+                if re.match(r"\[\d\d:\d\d:\d\d\] ", line):
+                    sys.stderr.write(line)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            rc: int | None = proc.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child and its Spark driver, one process group
+            proc.wait()
+            rc = None
+        reader.join(timeout=30)
+        if result.exists():
+            return Outcome(**json.loads(result.read_text()))
+    seen = "".join(lines)
+    if rc is None:
+        why = f"timed out after {args.timeout} s"
+    elif "java.lang.OutOfMemoryError" in seen:
+        why = "the Spark driver died: java.lang.OutOfMemoryError: Java heap space"
+    else:
+        last = next((x.strip() for x in reversed(lines) if x.strip()), "")
+        why = f"the child exited with {rc}: {last[:300]}"
+    phase = next((step_ for marker, step_ in PHASES if f"{name}: {marker}" in seen), "spark")
+    return Outcome(name, "error", f"{why} (log: {log_file})", phase, "ChildDied")
+
+
+def commit() -> str:
+    """HEAD of the checkout, ``+dirty`` when the engine's folders differ from it."""
+    git = ["git", "-C", str(Path(__file__).resolve().parent.parent)]
+    try:
+        head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
+        dirty = subprocess.run(
+            [*git, "status", "--porcelain", "segmenter", "tracing", "materialization"],
+            capture_output=True,
+            text=True,
+        ).stdout
+    except OSError:
+        return "unknown"
+    return head.strip() + ("+dirty" if dirty.strip() else "")
+
+
+def write(out: Path, outcomes: list[Outcome], info: dict[str, Any]) -> None:
+    (out / "tpch_coverage.json").write_text(
+        json.dumps({**info, "outcomes": [asdict(o) for o in outcomes]}, indent=2, default=str)
+    )
+    (out / "tpch_coverage.md").write_text(markdown(outcomes, info))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cda_workload.tpch_coverage",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--sf", default="0.01", help="TPC-H scale factor (default 0.01)")
+    parser.add_argument("--queries", default="all", help="all, or a comma list such as Q1,Q13")
+    parser.add_argument("--sample", type=int, default=3, help="output rows asked per query (default 3)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--data", default="bench_data", help="generated data and the results store")
+    parser.add_argument("--out", default="tpch_coverage", help="output folder (default ./tpch_coverage)")
+    parser.add_argument("--keep-runs", action="store_true", help="keep the runs in the store (else deleted)")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per query (default 900)")
+    parser.add_argument("--in-process", action="store_true", help="all queries in this process's Spark")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: this query only
+    parser.add_argument("--result", help=argparse.SUPPRESS)  # where a child writes its outcome
+    args = parser.parse_args(argv)
+    if args.one:
+        return child(args)
+    names = parse_queries(args.queries)
+    out, data = Path(args.out), Path(args.data)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    progress = Progress(sys.stderr)
+    started = time.perf_counter()
+    with progress.working(f"TPC-H SF {args.sf}: generating the tables (or reusing them)"):
+        generate(float(args.sf), data / f"tpch-sf{args.sf}")
+    als = session(data, args.sf) if args.in_process else None
+    info: dict[str, Any] = {
+        "sf": float(args.sf),
+        "sample": args.sample,
+        "seed": args.seed,
+        "isolation": "in-process" if args.in_process else "a child process per query",
+        "commit": commit(),
+        "engine": engine_fingerprint(),  # the engine's source as run (the checkout may be edited)
+        "machine": machine(),
+        "load_before": os.getloadavg(),
+    }
+    outcomes: list[Outcome] = []
+    print(HEADER + "\n" + "|---" * HEADER.count(" | ") + "|---|", flush=True)
+    for name in names:
+        if als is not None:
+            outcome = measure(als, name, QUERIES[name], args.sample, args.seed, args.keep_runs, progress.say)
+        else:
+            outcome = isolated(name, args, out / "logs")
+        outcomes.append(outcome)
+        print(table_row(outcome), flush=True)
+        info.update(load_after=os.getloadavg(), wall_s=time.perf_counter() - started)
+        write(out, outcomes, info)
+    counts = Counter(o.status for o in outcomes)
+    progress.say(
+        f"{len(outcomes)} queries in {time.perf_counter() - started:.0f} s: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + f"; wrote {out / 'tpch_coverage.json'} and {out / 'tpch_coverage.md'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -121,6 +121,7 @@ class _Parser:
         self.path: list[str] = []
         self.ctes: dict[int, JObj] = {}
         self.scalars: dict[int, Col] = {}  # scalar subquery (expression id) -> its value column
+        self.outer_conditions: set[str] = set()  # see _remember_outer_conditions
         self.scope = ""  # suffix on column ids inside an inlined CTE body (one per reference)
         loader = jvm.Thread.currentThread().getContextClassLoader()
         self.replaceable = jvm.java.lang.Class.forName(
@@ -213,12 +214,46 @@ class _Parser:
 
     # --- task ---------------------------------------------------------------------------------
     def prepared(self, plan: JObj) -> JObj:
-        """``plan`` with :data:`_PREPARE` applied (a plan without constants to fold or
-        subqueries stays as it is)."""
+        """``plan`` with :data:`_PREPARE` applied until nothing changes (a subquery nested in
+        another, TPC-H Q20's scalar subquery inside an IN, surfaces only once its parent is
+        rewritten; a plan without constants to fold or subqueries stays as it is)."""
         rules = self.jvm.org.apache.spark.sql.catalyst.optimizer
-        for rule in _PREPARE:
-            plan = getattr(rules, rule).apply(plan)
+        plan = rules.ConstantFolding.apply(plan)
+        self._remember_outer_conditions(plan)
+        for _ in range(len(_PREPARE) + 1):
+            before = plan
+            for rule in _PREPARE:
+                plan = getattr(rules, rule).apply(plan)
+            if plan.fastEquals(before):
+                break
         return plan
+
+    def _remember_outer_conditions(self, plan: JObj) -> None:
+        """The conjuncts that sit beside a correlated scalar subquery in one WHERE clause:
+        they choose the outer rows the subquery is asked about, so they go below the outer
+        join Spark decorrelates it into (:meth:`_outer_rows_first`)."""
+        for cls, node in self._plans(plan):
+            if cls != "Filter":
+                continue
+            conjuncts = self._split_and(node.condition())
+            if any(self._correlated_scalar(c) for c in conjuncts):
+                self.outer_conditions |= {
+                    c.canonicalized().toString() for c in conjuncts if not self._has_subquery(c)
+                }
+
+    def _plans(self, plan: JObj) -> Iterator[tuple[str, JObj]]:
+        """Every plan node, subquery plans included."""
+        yield plan.getClass().getSimpleName(), plan
+        for child in self._list(plan.children()) + self._list(plan.subqueries()):
+            yield from self._plans(child)
+
+    def _correlated_scalar(self, e: JObj) -> bool:
+        if e.getClass().getSimpleName() == "ScalarSubquery" and not e.outerAttrs().isEmpty():
+            return True
+        return any(self._correlated_scalar(k) for k in self._list(e.children()))
+
+    def _has_subquery(self, e: JObj) -> bool:
+        return bool(self.jvm.org.apache.spark.sql.catalyst.expressions.SubqueryExpression.hasSubquery(e))
 
     def task(self, plan: JObj, text: str) -> Task:
         plan = self.prepared(plan)
@@ -330,6 +365,9 @@ class _Parser:
     def _op_Filter(self, plan: JObj) -> Node:
         """σ, with conjuncts that need no UDF value placed below the φ chain: φ is row-wise,
         so this is the same task, and the model runs only on rows the plain predicates keep."""
+        plan = self._outer_rows_first(plan)
+        if plan.getClass().getSimpleName() != "Filter":
+            return self.node(plan)
         child = self.node(plan.child())
         conjuncts = self._split_and(plan.condition())
         scalars = self._scalar_subqueries(conjuncts)
@@ -337,6 +375,35 @@ class _Parser:
             shown = tuple((c, column_expr(c)) for c in child.columns)
             return Projection(self._filter(Join((child, *scalars), ()), conjuncts), shown)
         return self._filter(child, conjuncts)
+
+    def _outer_rows_first(self, plan: JObj) -> JObj:
+        """σ_{c ∧ x < s}(T ⟕ α(S)), decorrelated from ``WHERE c AND x < (SELECT …)``, as
+        σ_{x < s}(σ_c(T) ⟕ α(S)): the same rows; the outer rows are those ``c`` keeps
+        (docs/semantics.md), and T — often a comma join whose join conditions are in ``c`` —
+        is never formed without them."""
+        conjuncts = self._split_and(plan.condition())
+        early = [c for c in conjuncts if c.canonicalized().toString() in self.outer_conditions]
+        if not early:
+            return plan
+        ex = self.jvm.org.apache.spark.sql.catalyst.expressions
+        logical = self.jvm.org.apache.spark.sql.catalyst.plans.logical
+
+        def below(node: JObj, cond: JObj) -> JObj:
+            """``node`` with σ_cond as deep as the projections and outer joins' left sides
+            that carry its columns."""
+            kids = self._list(node.children())
+            name = node.getClass().getSimpleName()
+            outer = name == "Join" and node.joinType().toString() == "LeftOuter"
+            if (outer or name == "Project") and cond.references().subsetOf(kids[0].outputSet()):
+                return node.withNewChildren(self.to_seq([below(kids[0], cond), *kids[1:]]))
+            return logical.Filter(cond, node)
+
+        def conjunction(exprs: list[JObj]) -> JObj:
+            return exprs[0] if len(exprs) == 1 else ex.And(exprs[0], conjunction(exprs[1:]))
+
+        rest = [c for c in conjuncts if c.canonicalized().toString() not in self.outer_conditions]
+        child = below(plan.child(), conjunction(early))
+        return logical.Filter(conjunction(rest), child) if rest else child
 
     def _filter(self, child: Node, conjuncts: list[JObj]) -> Node:
         plain = [c for c in conjuncts if not self._udf_calls([c])]

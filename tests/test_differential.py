@@ -36,6 +36,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from materialization.capture import Capture
+from segmenter.operators import Join, Selection, Union
 from tests.tasks_suite import TASKS, build, generate, plain_dataframe, register_suite_tables
 from tracing import LineageSession, Run
 from tracing.lineage import AugmentedLineage
@@ -219,6 +220,26 @@ def test_lineage_of_the_null_group_is_the_orders_without_customer(suite: Suite) 
     lin = suite.runs("null_group_key").runs["rerun"].lineage(where="o_custkey IS NULL")
     assert lin.source_ids("orders") == no_customer
     assert lin.source_ids("lineitem") == lines
+
+
+def test_correlated_scalar_subquery_asks_about_the_rows_its_where_keeps(suite: Suite) -> None:
+    """TPC-H Q17's shape: ``FROM lineitem, part WHERE <join and part filters> AND l_quantity <
+    (SELECT … WHERE l_partkey = p_partkey)``. The other conjuncts go below the outer join Spark
+    decorrelates the subquery into, so no join of the tree is a cross product (the eager run
+    of Q17 wrote lineitem × part before) and the outer row of a padded row is a kept row."""
+    task = suite.als.parse(
+        """SELECT sum(l_extendedprice) / 7.0 AS avg_yearly FROM lineitem, part
+           WHERE p_partkey = l_partkey AND p_size > 3
+             AND l_quantity < (SELECT 0.9 * avg(l_quantity) FROM lineitem WHERE l_partkey = p_partkey)"""
+    )
+    (outer,) = [n for n in task.root.walk() if isinstance(n, Union)]  # ⟕ = ⋈ ∪ padded ▷
+    selections = [n for n in outer.walk() if isinstance(n, Selection)]
+    kept = [n for n in selections if any("p_size" in e.sql for e in n.condition)]
+    assert kept and all(isinstance(s.child, Join) and not s.child.condition for s in kept)
+    assert all({e.sql for e in s.condition} == {e.sql for e in kept[0].condition} for s in kept)
+    assert len(kept[0].condition) == 2  # the join condition and p_size > 3; the subquery's test is above
+    above = [n for n in task.root.walk() if isinstance(n, Selection) and n not in kept]
+    assert [len(s.condition) for s in above] == [1]
 
 
 # --- the checks (shared with tests/cluster_checks.py) -----------------------------------------

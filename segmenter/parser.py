@@ -568,43 +568,104 @@ class _Parser:
         return Projection(generated, tuple((c, column_expr(c)) for c in shown))
 
     def _op_Window(self, plan: JObj) -> Node:
-        """Aggregates over whole partitions (``avg(x) OVER (PARTITION BY p)``): each row
-        joined with its partition's aggregate, T ⋈_{p <=> p'} α_{p'; agg}(T) (docs/semantics.md).
-        The aggregate side reads a copy of T with its own column ids."""
+        """Window functions as joins and aggregations (docs/semantics.md). Over a whole
+        partition (``avg(x) OVER (PARTITION BY p)``): T ⋈_{p <=> p'} α_{p'; agg}(T). Over
+        the rows up to the current one and its peers (``rank()``, ``dense_rank()``, a running
+        aggregate ``sum(x) OVER (… ORDER BY o)``): the value depends only on (p, o), so
+        T ⋈_{p, o <=> p'', o''} α_{p'', o''; f}(α_{p'', o''}(T'') ⋈_{p'' <=> p' ∧ o' ≼ o''} T').
+        Each copy of T reads the child with column ids of its own."""
         items = self._list(plan.windowExpressions())
-        for item in items:
-            self._check_whole_partition(item.child())
-        outputs = [self._attr_col(i.toAttribute()) for i in items]
+        kinds = [self._window_kind(i.child()) for i in items]
         partition = self._list(plan.partitionSpec())
+        order = self._list(plan.orderSpec())
         left = self.node(plan.child())
-        with self._own_ids():
-            right = self.node(plan.child())
-            keys = [(self._hidden("partition_key", p), self.expr(p)) for p in partition]
-            aggs = [(c, self.expr(i.child().windowFunction())) for c, i in zip(outputs, items)]
-        per_partition = Aggregation(right, tuple(keys + aggs), tuple(k.id for k, _ in keys))
-        condition = []
-        for p, (key, _) in zip(partition, keys):
-            mine = self.expr(p)
-            condition.append(Expr(f"({mine.sql} <=> `{key.id}`)", mine.refs | {key.id}))
-        joined = Join((left, per_partition), tuple(condition))
+        outputs = [self._attr_col(i.toAttribute()) for i in items]
+        joined: Node = left
+        for ordered in (False, True):
+            chosen = [(c, i, k) for c, i, k in zip(outputs, items, kinds) if (k != "whole") == ordered]
+            if not chosen:
+                continue
+            if ordered:
+                side, keys = self._ordered_values(plan, chosen)
+                on = partition + [o.child() for o in order]
+            else:
+                side, keys = self._partition_values(plan, chosen)
+                on = partition
+            cols = [Expr(f"`{k.id}`", frozenset({k.id})) for k in keys]
+            condition = tuple(_null_safe_eq(self.expr(e), k) for e, k in zip(on, cols, strict=True))
+            joined = Join((joined, side), condition)
         return Projection(joined, tuple((c, column_expr(c)) for c in (*left.columns, *outputs)))
 
-    def _check_whole_partition(self, window: JObj) -> None:
-        """Refuse what is not an aggregate over its whole partition (a running aggregate, a
-        sliding frame, rank, row_number, lag/lead): each row would read its own frame."""
+    def _partition_values(self, plan: JObj, items: list[tuple[Col, JObj, str]]) -> tuple[Node, list[Col]]:
+        """α_{p'; agg}(T'): one row per partition with its aggregates."""
+        with self._own_ids():
+            copy = self.node(plan.child())
+            keys = [
+                (self._hidden("partition_key", p), self.expr(p)) for p in self._list(plan.partitionSpec())
+            ]
+            aggs = [(c, self.expr(i.child().windowFunction())) for c, i, _ in items]
+        return Aggregation(copy, tuple(keys + aggs), tuple(k.id for k, _ in keys)), [k for k, _ in keys]
+
+    def _ordered_values(self, plan: JObj, items: list[tuple[Col, JObj, str]]) -> tuple[Node, list[Col]]:
+        """α_{p'', o''; f}(α_{p'', o''}(T'') ⋈_{p'' <=> p' ∧ o' ≼ o''} T'): for each distinct
+        (partition, order value), its value over the rows that precede it or are its peers."""
+        partition = self._list(plan.partitionSpec())
+        sort = self._list(plan.orderSpec())
+        with self._own_ids():  # T'': the distinct (p, o) the values are asked for
+            asked = self.node(plan.child())
+            keys = [(self._hidden("partition_key", p), self.expr(p)) for p in partition]
+            keys += [(self._hidden("order_key", o.child()), self.expr(o.child())) for o in sort]
+        with self._own_ids():  # T': the rows the frames read
+            read = self.node(plan.child())
+            mine = [self.expr(p) for p in partition]
+            theirs = [self.expr(o.child()) for o in sort]
+            values = [(c, self.expr(i.child().windowFunction())) for c, i, k in items if k == "running"]
+        distinct = Aggregation(asked, tuple(keys), tuple(k.id for k, _ in keys))
+        cols = [k for k, _ in keys]
+        at = [Expr(f"`{c.id}`", frozenset({c.id})) for c in cols[len(partition) :]]
+        before = _precedes(list(zip(theirs, at, sort)))
+        same = [_null_safe_eq(a, b) for a, b in zip(theirs, at)]
+        frame = _or(before, _and(same)) if same else before
+        condition = [_null_safe_eq(m, Expr(f"`{k.id}`", frozenset({k.id}))) for m, k in zip(mine, cols)]
+        pairs = Join((distinct, read), (*condition, frame))
+        counted = {  # rank: 1 + the rows strictly before; dense_rank: the distinct values so far
+            "rank": Expr(f"1 + sum(CASE WHEN {before.sql} THEN 1 ELSE 0 END)", before.refs),
+            "dense_rank": _distinct_values(theirs),
+        }
+        for c, _, kind in items:
+            if kind in counted:
+                values.append((c, Expr(f"CAST({counted[kind].sql} AS INT)", counted[kind].refs)))
+        by_id = {c.id: e for c, e in values}
+        outputs = tuple((c, column_expr(c)) for c in cols) + tuple((c, by_id[c.id]) for c, _, _ in items)
+        return Aggregation(pairs, outputs, tuple(c.id for c in cols)), cols
+
+    def _window_kind(self, window: JObj) -> str:
+        """``whole`` (an aggregate over its whole partition), ``running`` (an aggregate over
+        RANGE UNBOUNDED PRECEDING .. CURRENT ROW: the rows before and the peers), ``rank`` or
+        ``dense_rank``; anything else is refused: a ROWS frame or ``row_number`` splits ties
+        in an order Spark does not fix, a sliding frame or ``lag``/``lead`` reads rows by
+        position."""
+        function = window.windowFunction()
+        name = function.getClass().getSimpleName()
         frame = window.windowSpec().frameSpecification()
-        whole = (
-            frame.getClass().getSimpleName() == "SpecifiedWindowFrame"
-            and frame.lower().getClass().getSimpleName() == "UnboundedPreceding$"
-            and frame.upper().getClass().getSimpleName() == "UnboundedFollowing$"
+        bounds = ("", "", "")
+        if frame.getClass().getSimpleName() == "SpecifiedWindowFrame":
+            ends = (frame.frameType(), frame.lower(), frame.upper())
+            bounds = tuple(e.getClass().getSimpleName().rstrip("$") for e in ends)
+        if name == "AggregateExpression" and bounds[1:] == ("UnboundedPreceding", "UnboundedFollowing"):
+            return "whole"
+        if name == "AggregateExpression" and bounds == ("RangeFrame", "UnboundedPreceding", "CurrentRow"):
+            return "running"
+        if name in ("Rank", "DenseRank"):
+            return "rank" if name == "Rank" else "dense_rank"
+        shown = function.aggregateFunction() if name == "AggregateExpression" else function
+        raise UnsupportedTaskError(
+            f"window function {shown.prettyName()}() over {frame.sql()}",
+            self._where(),
+            "traced are aggregates over whole partitions, rank(), dense_rank() and running "
+            "aggregates over RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW (ties are peers): "
+            "a ROWS frame or row_number() orders ties arbitrarily",
         )
-        if not whole or window.windowFunction().getClass().getSimpleName() != "AggregateExpression":
-            raise UnsupportedTaskError(
-                f"window function {window.windowFunction().prettyName()}() over {frame.sql()}",
-                self._where(),
-                "only aggregates over whole partitions are traced: aggregate per partition and "
-                "join back, or compute the running value as a self-join and an aggregation",
-            )
 
     def _op_Aggregate(self, plan: JObj) -> Node:
         child = self.node(plan.child())
@@ -689,6 +750,44 @@ def _one_row(node: Node) -> bool:
     while isinstance(node, Projection):
         node = node.child
     return isinstance(node, Aggregation) and not node.keys
+
+
+def _null_safe_eq(a: Expr, b: Expr) -> Expr:
+    return Expr(f"({a.sql} <=> {b.sql})", a.refs | b.refs)
+
+
+def _and(exprs: list[Expr]) -> Expr:
+    return Expr("(" + " AND ".join(e.sql for e in exprs) + ")", frozenset().union(*(e.refs for e in exprs)))
+
+
+def _or(a: Expr, b: Expr) -> Expr:
+    return Expr(f"({a.sql} OR {b.sql})", a.refs | b.refs)
+
+
+def _distinct_values(keys: list[Expr]) -> Expr:
+    """How many distinct values of ``keys`` (NULL one of them) a frame holds: one key in
+    aggregates the in-process engine evaluates too, several as structs."""
+    refs = frozenset().union(*(e.refs for e in keys))
+    if len(keys) == 1:
+        (k,) = keys
+        return Expr(f"count(DISTINCT {k.sql}) + max(CASE WHEN {k.sql} IS NULL THEN 1 ELSE 0 END)", refs)
+    return Expr(f"count(DISTINCT struct({', '.join(k.sql for k in keys)}))", refs)
+
+
+def _precedes(keys: list[tuple[Expr, Expr, JObj]]) -> Expr:
+    """``a`` sorts strictly before ``b`` in the window's order (lexicographic over the sort
+    keys, with each key's direction and NULL placement); never NULL."""
+    (a, b, sort), rest = keys[0], keys[1:]
+    nulls_first = sort.nullOrdering().sql() == "NULLS FIRST"
+    first, last = (a, b) if nulls_first else (b, a)
+    op = "<" if sort.direction().sql() == "ASC" else ">"
+    refs = a.refs | b.refs
+    here = Expr(
+        f"(({first.sql} IS NULL AND {last.sql} IS NOT NULL) OR coalesce({a.sql} {op} {b.sql}, false))", refs
+    )
+    if not rest:
+        return here
+    return _or(here, _and([_null_safe_eq(a, b), _precedes(rest)]))
 
 
 def _anti(left: Node, right: Node, condition: tuple[Expr, ...]) -> Difference:

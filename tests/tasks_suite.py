@@ -584,6 +584,20 @@ def sql_window_rollup(als: LineageSession) -> str:
 
 
 @task
+def sql_rank_running_sum(als: LineageSession) -> str:
+    """Ordered windows: each customer's two highest priorities by rank() (ties share a rank),
+    with dense_rank() and a running sum over the same order (peers summed together); NULL
+    customers form one partition; a UDF on the result."""
+    return """
+        SELECT o_orderkey, o_custkey, suite_price_band(o_totalprice) AS band, r, dr, running
+        FROM (SELECT o_orderkey, o_custkey, o_totalprice,
+                     rank() OVER w AS r, dense_rank() OVER w AS dr, sum(o_totalprice) OVER w AS running
+              FROM orders WINDOW w AS (PARTITION BY o_custkey ORDER BY o_orderpriority DESC)) x
+        WHERE r <= 2
+    """
+
+
+@task
 def explode_model_list(als: LineageSession) -> DataFrame:
     """explode of a model's list output (one row per word it found, as one per detected box),
     then a count per word and ship mode: each word row's lineage is its line and that call."""

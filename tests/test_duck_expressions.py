@@ -32,7 +32,9 @@ ACCEPTED = [
     "month(dt)", "(i BETWEEN -7 AND 2)", "(i % 4)", "(b % 3)", "(-i)", "(i + b)", "(b - i)", "(i * 2)",
     "(d + e)", "(d - e)", "(d * e)", "(d * (CAST(1 AS DECIMAL(1,0)) - e))", "(d > 0.5BD)",
     "CAST(i AS BIGINT)", "CAST(i AS DECIMAL(12,2))", "CAST(d AS DECIMAL(20,4))", "(d = e)", "(i = d)",
-    "(CAST(d AS DECIMAL(27,3)) >= (e * 0.5BD))",
+    "(CAST(d AS DECIMAL(27,3)) >= (e * 0.5BD))", "CAST(i AS TINYINT)", "CASE WHEN (i > 0) THEN 1 ELSE 0 END",
+    "CASE WHEN (s IS NULL) THEN 'none' WHEN (i > 0) THEN s END", "coalesce((i > b), false)",
+    "coalesce(s, 'x')",
 ]  # fmt: skip
 AGGREGATES = [
     "sum(d)",
@@ -44,6 +46,7 @@ AGGREGATES = [
     "min(s)",
     "max(dt)",
     "min(d)",
+    "sum(CASE WHEN (i > 0) THEN 1 ELSE 0 END)",
 ]
 REFUSED = [
     "(f = 0.1)",  # doubles: NaN, -0.0 and printing differ
@@ -55,7 +58,8 @@ REFUSED = [
     "CAST(d AS DECIMAL(5,2))",  # narrowing
     "CAST(s AS INT)",
     "(s LIKE 'a\\\\%')",  # Spark's default escape character
-    "CASE WHEN (i > 0) THEN 1 ELSE 0 END",
+    "CASE WHEN (i > 0) THEN d ELSE e END",  # Spark widens mixed types by its own rules
+    "CASE i WHEN 3 THEN 1 END",
     "(i % b)",
     "(unknown = 1)",
     "current_date()",

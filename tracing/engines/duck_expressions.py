@@ -4,8 +4,9 @@ The in-process engine may evaluate an expression only where DuckDB is known to a
 Spark value for value. So this is an allow-list, not a translator of everything: every node
 of the parsed expression must be one of a few kinds whose semantics match (comparisons,
 boolean logic, ``IN``, ``IS NULL``, integer and decimal ``+ - *`` whose Spark result needs no
-rounding, widening casts, ``year``/``month`` of a date, ``sum``/``count``/``min``/``max``), with
-result types inferred as Spark infers them. Anything else raises :class:`NotInProcess`, and
+rounding, integer and widening casts, ``CASE WHEN`` and ``coalesce`` over values of one type,
+``year``/``month`` of a date, ``sum``/``count``/``min``/``max``), with result types inferred as
+Spark infers them. Anything else raises :class:`NotInProcess`, and
 the question is answered by Spark instead: never an approximation.
 """
 
@@ -140,7 +141,22 @@ class _Checker:
             return self._like(node)
         if isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max)):
             return self._aggregate(node)
+        if isinstance(node, exp.Case) and node.this is None:  # CASE WHEN c THEN v … END
+            for branch in node.args["ifs"]:
+                self._boolean(branch.this)
+            values = [b.args["true"] for b in node.args["ifs"]]
+            return self._one_type([*values, node.args.get("default") or exp.Null()], node)
+        if isinstance(node, exp.Coalesce):
+            return self._one_type([node.this, *node.expressions], node)
         raise NotInProcess(f"{node.key} ({node.sql(dialect='spark')}) is not evaluated in process")
+
+    def _one_type(self, values: list[exp.Expression], node: exp.Expression) -> SqlType:
+        """The type of a CASE or COALESCE whose values all have one type (Spark would widen
+        mixed ones by rules not reproduced here)."""
+        found = {self.type_of(v) for v in values} - {"null"}
+        if len(found) > 1:
+            raise NotInProcess(f"values of types {sorted(map(str, found))} in {node.sql(dialect='spark')}")
+        return found.pop() if found else "null"
 
     def _boolean(self, node: exp.Expression) -> None:
         if self.type_of(node) not in ("boolean", "null"):
@@ -218,7 +234,9 @@ class _Checker:
                     return target
         if target == "date" and isinstance(node.this, exp.Literal) and _DATE.fullmatch(node.this.this):
             return target
-        if _is_integer(source) and _is_integer(target) and INTEGERS[source] <= INTEGERS[target]:  # type: ignore[index]
+        if _is_integer(source) and _is_integer(target):
+            # narrowing too: DuckDB's CAST fails on overflow as ANSI Spark's does, and the
+            # values a tracing query recomputes are values the task computed without failing
             return target
         if _is_numeric(source) and isinstance(target, DecimalType):
             s = _as_decimal(source)

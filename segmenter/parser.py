@@ -540,13 +540,9 @@ class _Parser:
             return _anti(left, right, condition)
         if join_type in _OUTER:
             return _outer(left, right, condition, self._cols(plan), _OUTER[join_type])
-        readable = re.sub(r"(?<!^)([A-Z])", r" \1", join_type).lower()
-        raise UnsupportedTaskError(
-            f"{readable} join",
-            self._where(),
-            "an existence join comes from EXISTS/IN under OR or in a SELECT list: "
-            "write it as a LEFT SEMI JOIN or a LEFT JOIN and a test of the joined column",
-        )
+        # ExistenceJoin(exists#n): EXISTS/IN under OR or in a SELECT list, a flag per left row
+        flag = self._attr_col(plan.joinType().exists())
+        return _existence(left, right, condition, flag, self._cols(plan))
 
     def _op_Generate(self, plan: JObj) -> Node:
         """γ for explode/posexplode/inline (a model's list output included: its φ goes below)."""
@@ -793,6 +789,19 @@ def _precedes(keys: list[tuple[Expr, Expr, JObj]]) -> Expr:
 def _anti(left: Node, right: Node, condition: tuple[Expr, ...]) -> Difference:
     """T₁ ▷ T₂ = T₁ − (T₁ ⋉ T₂): the left rows no right row matches, duplicates kept."""
     return Difference(left, Join((left, right), condition, semi=True), "anti")
+
+
+def _existence(
+    left: Node, right: Node, condition: tuple[Expr, ...], flag: Col, output: tuple[Col, ...]
+) -> Node:
+    """Spark's existence join, T₁ with a flag telling whether a T₂ row matches:
+    π_{T₁, TRUE}(T₁ ⋉ T₂) ∪ π_{T₁, FALSE}(T₁ ▷ T₂) (docs/semantics.md)."""
+    shown = tuple((c, column_expr(c)) for c in left.match_columns())
+    branches = (
+        Projection(Join((left, right), condition, semi=True), (*shown, (flag, Expr("true", frozenset())))),
+        Projection(_anti(left, right, condition), (*shown, (flag, Expr("false", frozenset())))),
+    )
+    return Union(branches, output)
 
 
 _GENERATORS = ("explode", "posexplode", "inline")

@@ -538,6 +538,18 @@ def not_exists_as_anti_join(als: LineageSession) -> str:
 
 
 @task
+def exists_under_or(als: LineageSession) -> str:
+    """EXISTS under OR (Spark's existence join: a flag per customer): customers of the
+    BUILDING segment or with an urgent order, each with a UDF band of its balance."""
+    return """
+        SELECT c_custkey, c_mktsegment, suite_price_band(c_acctbal) AS band
+        FROM customer c
+        WHERE c_mktsegment = 'BUILDING'
+           OR EXISTS (SELECT 1 FROM orders o WHERE o.o_custkey = c.c_custkey AND o_orderpriority = '1-URGENT')
+    """
+
+
+@task
 def sql_q13_outer_join(als: LineageSession) -> str:
     """TPC-H Q13 as written: a LEFT OUTER JOIN with a condition in ON, count of the padded
     side's key (0 for customers without orders), and an aggregation over it."""

@@ -76,8 +76,8 @@ _SUBQUERY_EXPRS = {
 }
 # what is left of subqueries once Spark's rules have decorrelated those they can
 _SUBQUERY_HINT = {
-    "ScalarSubquery": "a scalar subquery is accepted in a WHERE/HAVING condition: move it there, "
-    "or CROSS JOIN its one-row result",
+    "ScalarSubquery": "a scalar subquery is accepted in a WHERE/HAVING condition or a SELECT list: "
+    "move it there, or CROSS JOIN its one-row result",
 }
 _PREDICATE_HINT = "EXISTS/IN is decorrelated in a WHERE clause: move it there, or write a LEFT SEMI/ANTI JOIN"
 _OPERATOR_HINTS = {
@@ -434,14 +434,20 @@ class _Parser:
         for s in found:
             node = self.node(s.plan())
             if not _one_row(node):
-                raise UnsupportedTaskError(
-                    "scalar subquery that is not a global aggregate",
-                    self._where(),
-                    "it may give no row (then NULL): write it as a LEFT JOIN with the subquery",
-                )
+                node = self._at_most_one_row(node)
             (self.scalars[s.exprId().id()],) = _visible(node)
             nodes.append(node)
         return nodes
+
+    def _at_most_one_row(self, node: Node) -> Aggregation:
+        """A scalar subquery that is not a global aggregate as one: its value, NULL where it
+        gives no row, and Spark's error where it gives several (α over it reads all its rows:
+        the lineage of the value, docs/semantics.md)."""
+        (value,) = _visible(node)
+        col = Col(self._fresh_id(value.name), value.name, value.dtype)
+        message = "more than one row returned by a subquery used as an expression"
+        sql = f"CASE WHEN count(1) > 1 THEN raise_error('{message}') ELSE max(`{value.id}`) END"
+        return Aggregation(node, ((col, Expr(sql, frozenset({value.id}))),), ())
 
     def _split_and(self, e: JObj) -> list[JObj]:
         if e.getClass().getSimpleName() == "And":
@@ -451,6 +457,9 @@ class _Parser:
     def _op_Project(self, plan: JObj) -> Node:
         items = self._list(plan.projectList())
         child = self.node(plan.child())
+        scalars = self._scalar_subqueries(items)
+        if scalars:  # SELECT …, (SELECT agg …): each row with the one-row results, as in WHERE
+            child = Join((child, *scalars), ())
         udf_calls = self._udf_calls(items)
         aliases = {
             self._udf_key(i.child()): self._attr_col(i.toAttribute())

@@ -566,10 +566,11 @@ def sql_q13_outer_join(als: LineageSession) -> str:
 @task
 def sql_subqueries(als: LineageSession) -> str:
     """Subqueries as people write them: correlated EXISTS, NOT IN (with its NULL rule: orders
-    with a NULL o_custkey are dropped), a correlated scalar subquery, and INTERSECT; a UDF on
-    the result."""
+    with a NULL o_custkey are dropped), a correlated scalar subquery, INTERSECT and a scalar
+    subquery in the SELECT list; a UDF on the result."""
     return """
-        SELECT o_orderkey, o_orderpriority, suite_price_band(o_totalprice) AS band
+        SELECT o_orderkey, o_orderpriority, suite_price_band(o_totalprice) AS band,
+               (SELECT max(c_acctbal) FROM customer) AS top_balance
         FROM (SELECT * FROM orders o
               WHERE o_totalprice > (SELECT 0.5 * MAX(o2.o_totalprice) FROM orders o2
                                     WHERE o2.o_orderpriority = o.o_orderpriority)) o

@@ -242,6 +242,20 @@ def test_correlated_scalar_subquery_asks_about_the_rows_its_where_keeps(suite: S
     assert [len(s.condition) for s in above] == [1]
 
 
+def test_scalar_subquery_of_rows_reads_its_row_and_fails_on_several(suite: Suite) -> None:
+    """A scalar subquery that is not an aggregate: its one row is the lineage of its value;
+    with several rows the task fails as Spark's query does."""
+    one = "(SELECT c_custkey FROM customer WHERE c_name = 'Customer#000000004')"
+    sql = f"SELECT o_orderkey, o_totalprice FROM orders WHERE o_custkey = {one}"
+    run = suite.als.run(sql, strategy="fm")
+    rows = Counter(tuple(r) for r in run.output.collect())
+    assert rows and rows == Counter(tuple(r) for r in suite.als.sql(sql).collect())
+    lin = run.lineage()
+    assert lin.source_ids("customer") == {(4,)} and len(lin.source_ids("orders")) == sum(rows.values())
+    with pytest.raises(Exception, match="more than one row returned by a subquery"):
+        suite.als.run(sql.replace("c_name = 'Customer#000000004'", "c_custkey < 3"), strategy="fm")
+
+
 # --- the checks (shared with tests/cluster_checks.py) -----------------------------------------
 
 

@@ -124,6 +124,9 @@ class Node:
 
     cols: tuple[str, ...]
     types: tuple[str, ...]
+    #: False where the lineage is specified by :meth:`formula` alone, not by Definition 5
+    #: (which the enumeration would check it against)
+    enumerable: ClassVar[bool] = True
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -460,7 +463,6 @@ class Pad(Node):
 class Intersect(LeftShaped):
     """INTERSECT (distinct): rows of ``left`` equal, NULL matching NULL, to a row of ``right``."""
 
-
     def apply(self, bags: Sequence[Bag]) -> Bag:
         return distinct(SemiOnAll(self.left, self.right).apply(bags))
 
@@ -482,7 +484,6 @@ class Intersect(LeftShaped):
 class SemiOnAll(LeftShaped):
     """``left`` ⋉ ``right`` on every column, NULL matching NULL (a lineage view only)."""
 
-
     def apply(self, bags: Sequence[Bag]) -> Bag:
         found = set(bags[1])  # tuple equality: None equals None, as <=> does
         return [r for r in bags[0] if r in found]
@@ -492,6 +493,7 @@ class SemiOnAll(LeftShaped):
 
 
 AGG_FUNCS = ("count", "count_col", "sum", "max", "min")
+RANKING = ("rank", "dense_rank")  # ordered windows only
 
 
 @dataclass(eq=False)
@@ -518,7 +520,8 @@ class Agg(Node):
 
     @cached_property
     def types(self) -> tuple[str, ...]:  # type: ignore[override]
-        return tuple(self.child.types[self.child.idx(c)] for c in self.group) + ("long",) * len(self.aggs)
+        group = tuple(self.child.types[self.child.idx(c)] for c in self.group)
+        return group + tuple(_agg_type(self.child, func, col) for func, col, _ in self.aggs)
 
     def key(self, row: Row) -> Row:
         return tuple(row[self.child.idx(c)] for c in self.group)
@@ -585,6 +588,13 @@ class Agg(Node):
         return self.as_union if self.rollup else self
 
 
+def _agg_type(child: Node, func: str, col: str | None) -> str:
+    """Spark's type of an aggregate (or ranking) function over ``child``'s ``col``."""
+    if func in ("max", "min"):
+        return child.types[child.idx(col)]  # type: ignore[arg-type]
+    return INT if func in RANKING else LONG  # count, and sum of an integral type: bigint
+
+
 def _agg_column(func: str, col: str | None) -> Column:
     if func == "count":
         return F.count(F.lit(1))
@@ -599,37 +609,70 @@ def _agg_code(func: str, col: str | None) -> str:
 
 
 @dataclass(eq=False)
-class WindowAgg(Appending):
-    """``func(col) OVER (PARTITION BY partition)`` appended as ``name`` (a whole-partition
-    frame); its lineage view is the rewrite T ⋈_{p <=> p'} α_{p'; func}(T)."""
+class Windowed(Appending):
+    """A window function ``func(col) OVER (PARTITION BY partition …)`` appended as ``name``,
+    ``agg`` = (func, col, name) with func in AGG_FUNCS (or RANKING where an order is
+    given). The value of a row r is computed over its *frame*: rows of r's partition (NULL
+    partition keys form one partition) chosen by :meth:`in_frame`."""
 
     child: Node
     partition: tuple[str, ...]
     agg: tuple[str, str | None, str]
-    added_type: ClassVar[str] = "long"
 
     @property
     def name(self) -> str:
         return self.agg[2]
 
+    @property
+    def added_type(self) -> str:  # type: ignore[override]
+        return _agg_type(self.child, self.agg[0], self.agg[1])
+
+    def key(self, row: Row) -> Row:
+        return tuple(row[self.child.idx(c)] for c in self.partition)
 
     @cached_property
     def per_partition(self) -> Agg:
+        """α_{partition; agg}(child) (whole-partition aggregates only)."""
         return Agg(self.child, self.partition, (self.agg,))
 
+    def in_frame(self, t: Row, r: Row) -> bool:
+        """Whether ``t`` (a row of ``r``'s partition) is in ``r``'s frame."""
+        raise NotImplementedError
+
+    def frame(self, bag: Bag, r: Row) -> Bag:
+        return [t for t in bag if self.key(t) == self.key(r) and self.in_frame(t, r)]
+
+    def value(self, frame: Bag, r: Row) -> Value:
+        func, col, _ = self.agg
+        return self.per_partition._aggregate(func, col, frame)
+
     def apply(self, bags: Sequence[Bag]) -> Bag:
-        values = {r[:-1]: r[-1] for r in self.per_partition.apply(bags)}
-        return [r + (values[self.per_partition.key(r)],) for r in bags[0]]
+        return [r + (self.value(self.frame(bags[0], r), r),) for r in bags[0]]
+
+    def window(self) -> SparkWindow:
+        return SparkWindow.partitionBy(*self.partition)
+
+    def window_code(self) -> str:
+        return f"Window.partitionBy({', '.join(map(repr, self.partition))})"
 
     def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
         func, col, name = self.agg
-        over = SparkWindow.partitionBy(*self.partition)
-        return frames[0].withColumn(name, _agg_column(func, col).over(over))
+        fn = getattr(F, func)() if func in RANKING else _agg_column(func, col)
+        return frames[0].withColumn(name, fn.over(self.window()))
 
     def code(self, codes: Sequence[str]) -> str:
         func, col, name = self.agg
-        over = f"Window.partitionBy({', '.join(map(repr, self.partition))})"
-        return f"{codes[0]}.withColumn({name!r}, {_agg_code(func, col)}.over({over}))"
+        fn = f"F.{func}()" if func in RANKING else _agg_code(func, col)
+        return f"{codes[0]}.withColumn({name!r}, {fn}.over({self.window_code()}))"
+
+
+@dataclass(eq=False)
+class WindowAgg(Windowed):
+    """``func(col) OVER (PARTITION BY partition)`` (a whole-partition frame); its lineage
+    view is the rewrite T ⋈_{p <=> p'} α_{p'; func}(T)."""
+
+    def in_frame(self, t: Row, r: Row) -> bool:
+        return True
 
     @cached_property
     def as_join(self) -> Project:
@@ -638,6 +681,62 @@ class WindowAgg(Appending):
 
     def lineage_node(self) -> Node:
         return self.as_join
+
+
+@dataclass(eq=False)
+class RankedWindow(Windowed):
+    """An ordered window ``func(…) OVER (PARTITION BY partition ORDER BY order)``: func
+    ``rank`` / ``dense_rank``, or a running aggregate in AGG_FUNCS over Spark's default frame
+    with an ORDER BY, RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW; the order is
+    ascending with NULLs first (``F.col(order)``), or ``descending`` with NULLs last
+    (``F.col(order).desc()``).
+
+    Values: a row r's frame is the rows t of its partition that sort before r or are its
+    peers (an equal order value, NULL equal to NULL). rank = 1 + the partition's rows
+    strictly before r; dense_rank = 1 + the distinct order values strictly before r's; a
+    running aggregate = the aggregate over the frame.
+
+    Lineage (the specification; docs/semantics.md): the lineage of an output row (input row
+    r with the appended value) is every row t of the child with the same partition key as r
+    (NULL matching NULL) whose order value precedes r's or equals it (a peer) in the window's
+    order, r itself included: the frame. This is a direct formula, not enumerated:
+    Definition 5 applied to the window as one operator has no greatest lineage for a row
+    whose value depends on other rows (Op(T̂) = {o} only holds for T̂ = {r}, whose value
+    differs), and not derived from the engine's rewrite either."""
+
+    order: str = ""
+    descending: bool = False
+    enumerable: ClassVar[bool] = False
+
+    def before(self, t: Row, r: Row) -> bool:
+        """``t`` sorts strictly before ``r`` in the window's order."""
+        a, b = t[self.child.idx(self.order)], r[self.child.idx(self.order)]
+        if a == b:
+            return False
+        if a is None or b is None:  # NULLS FIRST ascending, NULLS LAST descending
+            return (a is None) != self.descending
+        return a > b if self.descending else a < b
+
+    def in_frame(self, t: Row, r: Row) -> bool:
+        return not self.before(r, t)  # before r, or a peer
+
+    def value(self, frame: Bag, r: Row) -> Value:
+        func = self.agg[0]
+        if func == "rank":
+            return 1 + sum(self.before(t, r) for t in frame)
+        if func == "dense_rank":
+            return len({t[self.child.idx(self.order)] for t in frame})
+        return super().value(frame, r)
+
+    def window(self) -> SparkWindow:
+        return super().window().orderBy(F.col(self.order).desc() if self.descending else F.col(self.order))
+
+    def window_code(self) -> str:
+        order = f"F.col({self.order!r})" + (".desc()" if self.descending else "")
+        return f"{super().window_code()}.orderBy({order})"
+
+    def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
+        return (frozenset(self.frame(bags[0], o[:-1])),)
 
 
 @dataclass(eq=False)
@@ -675,7 +774,6 @@ class Explode(Appending):
     a: str
     b: str
     name: str
-
 
     def element(self, row: Row, position: int) -> Row:
         return row + (row[self.child.idx((self.a, self.b)[position])],)
@@ -754,7 +852,6 @@ def sql_distinct(df: DataFrame) -> DataFrame:
 class Union(LeftShaped):
     """Bag union by position (Spark's union / UNION ALL); columns named by the left input."""
 
-
     def apply(self, bags: Sequence[Bag]) -> Bag:
         return list(bags[0]) + list(bags[1])
 
@@ -805,7 +902,6 @@ class Func(Appending):
 
     udf: str = parity.name
     added_type: ClassVar[str] = "string"
-
 
     def apply(self, bags: Sequence[Bag]) -> Bag:
         i = self.child.idx(self.arg)
@@ -950,8 +1046,10 @@ class Oracle:
         op = node.lineage_node()
         if id(op) not in self._sl:
             bags = [self.eval(c) for c in op.children]
-            enumerated = definition5(op.apply, bags, self.limit)
-            self.stats["enumerated" if enumerated is not None else "formula only"] += 1
+            enumerated = definition5(op.apply, bags, self.limit) if op.enumerable else None
+            self.stats[
+                "enumerated" if enumerated is not None else "formula only" if op.enumerable else "specified"
+            ] += 1
             if enumerated is None:
                 enumerated = {o2: op.formula(bags, o2) for o2 in distinct(op.apply(bags))}
             else:
@@ -1014,6 +1112,8 @@ def engine_source(lin: Any, tables: Iterable[str]) -> dict[str, set[tuple[Value,
 # --- source tables ---------------------------------------------------------------------------
 
 LONG = "long"
+INT = "int"  # rank() and dense_rank()
+NUMBERS = (LONG, INT)
 
 #: name -> (columns, rows); every column is a long, the first one is the key. r, s and t are
 #: for the hand-written cases; u repeats some of r's values and has duplicate (ua, ub) pairs;
@@ -1063,6 +1163,7 @@ class TreeBuilder:
         minus_kinds: Sequence[str] = ("distinct", "all"),
         distinct_via: Sequence[str] = ("dataframe", "sql"),
         nested_difference: bool = True,
+        ordered_windows: bool = False,
     ) -> None:
         from hypothesis import strategies as st  # test-only dependency
 
@@ -1072,6 +1173,7 @@ class TreeBuilder:
         self.minus_kinds = tuple(minus_kinds)
         self.distinct_via = tuple(distinct_via)
         self.nested_difference = nested_difference  # may a difference be a difference's T₂
+        self.ordered_windows = ordered_windows  # may "window" draw a RankedWindow (no draw if not)
         self.tables = tuple(TABLES)
         self.uses: Counter[str] = Counter()
         self.fresh = 0
@@ -1082,7 +1184,7 @@ class TreeBuilder:
         return f"{prefix}{self.fresh}"
 
     def _longs(self, node: Node) -> list[str]:
-        return [c for c, t in zip(node.cols, node.types) if t == LONG]
+        return [c for c, t in zip(node.cols, node.types) if t in NUMBERS]
 
     def _small(self, node: Node) -> Node:
         from hypothesis import assume
@@ -1163,9 +1265,18 @@ class TreeBuilder:
         return Agg(child, group, agg.aggs, rollup=True)
 
     def _window(self, child: Node) -> Node:
+        """A whole-partition window, or (``ordered_windows``, half of the time) an ordered
+        one: rank(), dense_rank() or a running aggregate, ascending or descending."""
+        st, draw = self.st, self.draw
         agg = self._agg(child)
         assert isinstance(agg, Agg)
-        return WindowAgg(child, agg.group, agg.aggs[0])
+        if not self.ordered_windows or draw(st.booleans()):
+            return WindowAgg(child, agg.group, agg.aggs[0])
+        func, col, name = agg.aggs[0]
+        if draw(st.booleans()):
+            func, col = draw(st.sampled_from(RANKING)), None
+        order = draw(st.sampled_from(child.cols))
+        return RankedWindow(child, agg.group, (func, col, name), order, draw(st.booleans()))
 
     def _explode(self, child: Node) -> Node:
         longs = self._longs(child)

@@ -196,7 +196,7 @@ class _Parser:
             literal = self.jvm.org.apache.spark.sql.catalyst.expressions.Literal
             return literal.create(e.eval(None), e.dataType())
         if cls == "Between":  # its SQL text comes from parameters that are not its children
-            x, low, high = (self._rewrite(p, refs, udf_cols) for p in self._list(e.parameters()))
+            x, low, high = (self._rewrite(p, refs, udf_cols) for p in self._between_parts(e))
             ex = self.jvm.org.apache.spark.sql.catalyst.expressions
             return ex.And(ex.GreaterThanOrEqual(x, low), ex.LessThanOrEqual(x, high))
         if self.replaceable.isInstance(e):
@@ -205,6 +205,19 @@ class _Parser:
         if not kids:
             return e
         return e.withNewChildren(self.to_seq([self._rewrite(k, refs, udf_cols) for k in kids]))
+
+    def _between_parts(self, e: JObj) -> list[JObj]:
+        """x, low, high of ``x BETWEEN low AND high``: constants from its parameters (as
+        written), anything reading columns from its replacement, ``with(x' >= low' AND x' <=
+        high', x' := x)``, which a rule that gives a relation new column ids (deduplicating a
+        self-join) updates, while the parameters keep the old ids."""
+        written = self._list(e.parameters())
+        replacement = e.replacement()
+        if replacement.getClass().getSimpleName() != "With" or replacement.defs().size() != 1:
+            return written
+        test = replacement.child()
+        current = [replacement.defs().apply(0).child(), test.left().right(), test.right().right()]
+        return [p if p.references().isEmpty() else c for p, c in zip(written, current)]
 
     def _udf_key(self, e: JObj) -> str:
         """Identity of a UDF call: the same function on the same arguments (two PythonUDF
@@ -229,14 +242,14 @@ class _Parser:
         return plan
 
     def _remember_outer_conditions(self, plan: JObj) -> None:
-        """The conjuncts that sit beside a correlated scalar subquery in one WHERE clause:
-        they choose the outer rows the subquery is asked about, so they go below the outer
-        join Spark decorrelates it into (:meth:`_outer_rows_first`)."""
+        """The conjuncts that sit beside a subquery in one WHERE clause: they choose the
+        outer rows the subquery is asked about, so they go below the outer, semi, anti or
+        existence join Spark decorrelates it into (:meth:`_outer_rows_first`)."""
         for cls, node in self._plans(plan):
             if cls != "Filter":
                 continue
             conjuncts = self._split_and(node.condition())
-            if any(self._correlated_scalar(c) for c in conjuncts):
+            if any(self._has_subquery(c) for c in conjuncts):
                 self.outer_conditions |= {
                     c.canonicalized().toString() for c in conjuncts if not self._has_subquery(c)
                 }
@@ -246,11 +259,6 @@ class _Parser:
         yield plan.getClass().getSimpleName(), plan
         for child in self._list(plan.children()) + self._list(plan.subqueries()):
             yield from self._plans(child)
-
-    def _correlated_scalar(self, e: JObj) -> bool:
-        if e.getClass().getSimpleName() == "ScalarSubquery" and not e.outerAttrs().isEmpty():
-            return True
-        return any(self._correlated_scalar(k) for k in self._list(e.children()))
 
     def _has_subquery(self, e: JObj) -> bool:
         return bool(self.jvm.org.apache.spark.sql.catalyst.expressions.SubqueryExpression.hasSubquery(e))
@@ -378,9 +386,10 @@ class _Parser:
 
     def _outer_rows_first(self, plan: JObj) -> JObj:
         """σ_{c ∧ x < s}(T ⟕ α(S)), decorrelated from ``WHERE c AND x < (SELECT …)``, as
-        σ_{x < s}(σ_c(T) ⟕ α(S)): the same rows; the outer rows are those ``c`` keeps
-        (docs/semantics.md), and T — often a comma join whose join conditions are in ``c`` —
-        is never formed without them."""
+        σ_{x < s}(σ_c(T) ⟕ α(S)), and likewise for the semi, anti and existence joins of
+        EXISTS / IN: the same rows; the outer rows are those ``c`` keeps (docs/semantics.md),
+        and T — often a comma join whose join conditions are in ``c`` — is never formed
+        without them."""
         conjuncts = self._split_and(plan.condition())
         early = [c for c in conjuncts if c.canonicalized().toString() in self.outer_conditions]
         if not early:
@@ -393,8 +402,8 @@ class _Parser:
             that carry its columns."""
             kids = self._list(node.children())
             name = node.getClass().getSimpleName()
-            outer = name == "Join" and node.joinType().toString() == "LeftOuter"
-            if (outer or name == "Project") and cond.references().subsetOf(kids[0].outputSet()):
+            keeps_left = name == "Join" and node.joinType().toString().startswith(_LEFT_KEEPING)
+            if (keeps_left or name == "Project") and cond.references().subsetOf(kids[0].outputSet()):
                 return node.withNewChildren(self.to_seq([below(kids[0], cond), *kids[1:]]))
             return logical.Filter(cond, node)
 
@@ -814,6 +823,9 @@ def _existence(
 
 
 _GENERATORS = ("explode", "posexplode", "inline")
+
+# joins whose rows are left rows, with or without more: a filter on the left commutes with them
+_LEFT_KEEPING = ("LeftOuter", "LeftSemi", "LeftAnti", "ExistenceJoin")
 
 # Spark's outer join types -> the sides whose unmatched rows are padded with NULLs
 _OUTER = {"LeftOuter": ("left",), "RightOuter": ("right",), "FullOuter": ("left", "right")}

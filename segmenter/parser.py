@@ -697,7 +697,8 @@ class _Parser:
                 match = self._hidden("group_key", g)
                 outputs.append((match, g_expr))
                 hidden = True
-            key_ids.append(match.id)
+            if match.id not in key_ids:  # GROUP BY d_year, …, d_year (TPC-DS q11): one key
+                key_ids.append(match.id)
         agg = Aggregation(node, tuple(outputs), tuple(key_ids))
         if not hidden:
             return agg

@@ -36,6 +36,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from materialization.capture import Capture
+from segmenter.errors import LineageError
 from segmenter.operators import Join, Selection, Union
 from tests.tasks_suite import TASKS, build, generate, plain_dataframe, register_suite_tables
 from tracing import LineageSession, Run
@@ -254,6 +255,28 @@ def test_scalar_subquery_of_rows_reads_its_row_and_fails_on_several(suite: Suite
     assert lin.source_ids("customer") == {(4,)} and len(lin.source_ids("orders")) == sum(rows.values())
     with pytest.raises(Exception, match="more than one row returned by a subquery"):
         suite.als.run(sql.replace("c_name = 'Customer#000000004'", "c_custkey < 3"), strategy="fm")
+
+
+def test_self_join_of_a_grouped_cte_whose_output_repeats_names(suite: Suite) -> None:
+    """TPC-DS q11/q39's shapes: a CTE grouped by one column twice, met by itself, so that the
+    output names two columns ``o_custkey``. A row is given as a tuple of all its values (a dict
+    cannot say which ``o_custkey``, and is refused saying so); both engines and the eager
+    backend answer alike."""
+    sql = """WITH t AS (SELECT o_custkey, count(*) AS n FROM orders GROUP BY o_custkey, o_custkey)
+             SELECT a.o_custkey, a.n, b.o_custkey, b.n FROM t a JOIN t b ON a.o_custkey = b.o_custkey + 1"""
+    run = suite.als.run(sql, strategy="fm")
+    rows = Counter(tuple(r) for r in run.output.collect())
+    assert rows and rows == Counter(tuple(r) for r in suite.als.sql(sql).collect())
+    row = min(rows)
+    lin = run.lineage(rows=[row])
+    orders = generate()["orders"]
+    want = {(k,) for k, c in zip(orders.o_orderkey, orders.o_custkey) if c in (row[0], row[2])}
+    assert lin.source_ids("orders") == want and len(want) == row[1] + row[3]
+    assert Lineage.of(run.lineage(rows=[row], engine="spark")) == Lineage.of(lin)
+    eager = suite.als.run(sql, backend="eager")
+    assert eager.lineage(rows=[row]).source_ids("orders") == want
+    with pytest.raises(LineageError, match="two columns named 'o_custkey': give the row as a tuple"):
+        run.lineage(rows=[{"o_custkey": row[0]}])
 
 
 # --- the checks (shared with tests/cluster_checks.py) -----------------------------------------

@@ -128,24 +128,28 @@ class EagerIndex:
         lids = sorted(set(rows.column(LID).to_pylist()))
         return rows.drop_columns([LID]), lids
 
-    def rows_targets(self, rows: list[dict[str, Any]], names: list[str]) -> tuple[pa.Table, list[int]]:
-        """Output rows equal (null-safely, on the columns given) to one of ``rows``."""
-        by_name = {c.name: c.id for c in self.task.output}
-        cols = sorted({k for r in rows for k in r}, key=names.index)
-        schema = self._schema(self._uri("output"), [(by_name[c], c) for c in cols])
+    def rows_targets(self, rows: list[dict[str, Any]]) -> tuple[pa.Table, list[int]]:
+        """Output rows equal (null-safely, on the columns given) to one of ``rows`` (dicts by
+        column id: two output columns may share a name)."""
+        order = [c.id for c in self.task.output]
+        names = {c.id: c.name for c in self.task.output}
+        cols = sorted({k for r in rows for k in r}, key=order.index)
+        uri = self._uri("output")
+        schema = self._schema(uri, [(c, c) for c in cols])
         try:
             given = pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows], schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
-            raise LineageError(f"rows= do not fit the output's column types ({schema}): {exc}") from None
-        keys = given.rename_columns([by_name[c] for c in cols])
-        matched = self.reader.lookup(self._uri("output"), keys, [*self._visible, (LID, LID)], distinct=False)
-        found = {tuple(r.values()) for r in matched.select(cols).to_pylist()}
+            types = ", ".join(f"{names[f.name]} {f.type}" for f in schema)
+            raise LineageError(f"rows= do not fit the output's column types ({types}): {exc}") from None
+        stored = self.reader.lookup(uri, given, [(c, c) for c in cols])
+        found = {tuple(r.values()) for r in stored.to_pylist()}
         missing = [r for r in given.to_pylist() if tuple(r.values()) not in found]
         if missing:
             raise TargetNotFoundError(
                 f"{len(missing)} of the given rows are not in the output of run {self.record['run_id']}, "
-                f"e.g. {missing[0]}"
+                f"e.g. { {names[c]: v for c, v in missing[0].items()} }"
             )
+        matched = self.reader.lookup(uri, given, [*self._visible, (LID, LID)], distinct=False)
         return matched.drop_columns([LID]), sorted(set(matched.column(LID).to_pylist()))
 
     def _schema(self, uri: str, select: Sequence[tuple[str, str]]) -> pa.Schema:

@@ -501,8 +501,7 @@ class Run:
         self, index: EagerIndex, where: str | None, rows: Any, sample: int | None, seed: int
     ) -> AugmentedLineage:
         if rows is not None:
-            names = [c.name for c in self.task.output]
-            targets, lids = index.rows_targets(self._given_rows(names, rows), names)
+            targets, lids = index.rows_targets(self._given_rows(rows))
         elif where is None and sample is None:
             targets, lids = index.targets(None)
         else:
@@ -542,8 +541,7 @@ class Run:
         """The chosen output rows (by column id) as the engine's relation: read in process
         where the engine can, else chosen by Spark (then also returned as a DataFrame)."""
         if isinstance(tracer, DuckEngine) and sample is None:
-            names = [c.name for c in self.task.output]
-            given = self._given_rows(names, rows) if rows is not None else None
+            given = self._given_rows(rows) if rows is not None else None
             try:
                 task = self.task
                 picked = tracer.chosen(self._output_path, task.root.columns, task.output, where, given)
@@ -563,11 +561,10 @@ class Run:
     def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:
         out = self._stored_output
         named = out.select(*out.columns, *[ref(c.id).alias(c.name) for c in self.task.output])
-        names = [c.name for c in self.task.output]
         if where is not None:
             chosen = filter_where(named, where)
         elif rows is not None:
-            chosen = self._rows(named, names, rows)
+            chosen = self._rows(out, rows)
         elif sample is not None:
             match = [ref(c.id) for c in self.task.root.match_columns()]
             order = F.xxhash64(F.lit(seed), *match)
@@ -576,33 +573,48 @@ class Run:
             chosen = named
         return chosen.select(*out.columns)
 
-    @staticmethod
-    def _given_rows(names: list[str], rows: Any) -> list[dict[str, Any]]:
-        """``rows=`` as dicts by output column name, checked."""
+    def _given_rows(self, rows: Any) -> list[dict[str, Any]]:
+        """``rows=`` (dicts by output column name, or tuples of every value in order), checked,
+        as dicts by column id: a tuple also picks a row whose output repeats a name."""
         if not rows:
             raise ValueError("rows= is empty")
+        output = self.task.output
+        names = [c.name for c in output]
+        ids = {c.name: c.id for c in output}
+        wanted = []
         for r in rows:
-            if not isinstance(r, dict) and len(r) != len(names):
-                raise LineageError(f"row {tuple(r)!r} has {len(r)} values; the output has {names}")
-        wanted = [dict(r) if isinstance(r, dict) else dict(zip(names, r)) for r in rows]
-        unknown = {k for r in wanted for k in r} - set(names)
-        if unknown:
-            raise LineageError(f"rows= names unknown column(s) {sorted(unknown)}; output has {names}")
+            if not isinstance(r, dict):
+                if len(r) != len(names):
+                    raise LineageError(f"row {tuple(r)!r} has {len(r)} values; the output has {names}")
+                wanted.append({c.id: v for c, v in zip(output, r, strict=True)})
+                continue
+            unknown = set(r) - set(names)
+            if unknown:
+                raise LineageError(f"rows= names unknown column(s) {sorted(unknown)}; output has {names}")
+            twice = sorted(n for n in r if names.count(n) > 1)
+            if twice:
+                raise LineageError(
+                    f"the output has two columns named {twice[0]!r}: give the row as a tuple of "
+                    f"all {len(names)} values"
+                )
+            wanted.append({ids[n]: v for n, v in r.items()})
         return wanted
 
-    def _rows(self, named: DataFrame, names: list[str], rows: Any) -> DataFrame:
-        wanted = self._given_rows(names, rows)
-        cols = sorted({k for r in wanted for k in r}, key=names.index)
-        schema = named.select(*cols).schema
+    def _rows(self, out: DataFrame, rows: Any) -> DataFrame:
+        wanted = self._given_rows(rows)
+        order = [c.id for c in self.task.output]
+        cols = sorted({k for r in wanted for k in r}, key=order.index)
+        schema = out.select(*[ref(c) for c in cols]).schema
         given = self.session.spark.createDataFrame([tuple(r.get(c) for c in cols) for r in wanted], schema)
-        found = given.join(named.select(*cols), [given[c].eqNullSafe(named[c]) for c in cols], "left_anti")
-        missing = found.collect()
+        same = [given[c].eqNullSafe(out[c]) for c in cols]
+        missing = given.join(out.select(*[ref(c) for c in cols]), same, "left_anti").collect()
         if missing:
+            names = {c.id: c.name for c in self.task.output}
+            shown = {names[c]: v for c, v in zip(cols, missing[0], strict=True)}
             raise TargetNotFoundError(
-                f"{len(missing)} of the given rows are not in the output of run {self.id}, "
-                f"e.g. {missing[0].asDict()}"
+                f"{len(missing)} of the given rows are not in the output of run {self.id}, e.g. {shown}"
             )
-        return named.join(given, [named[c].eqNullSafe(given[c]) for c in cols], "left_semi")
+        return out.join(given, [out[c].eqNullSafe(given[c]) for c in cols], "left_semi")
 
 
 def _source_keys(task: Task) -> dict[str, tuple[str, ...]]:

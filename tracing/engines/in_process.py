@@ -181,34 +181,35 @@ class DuckEngine:
         rows: list[dict[str, Any]] | None = None,
     ) -> Settled:
         """Stored output rows (``root`` columns by id) that match the Spark SQL predicate
-        ``where`` over the ``output`` columns' names, or equal one of ``rows`` (dicts by those
-        names); :class:`NotInProcess` where DuckDB might judge a row otherwise."""
+        ``where`` over the ``output`` columns' names, or equal one of ``rows`` (dicts by column
+        id); :class:`NotInProcess` where DuckDB might judge a row otherwise."""
         ids = ", ".join(q(c.id) for c in root)
-        named = {c.name: c for c in output}
-        if len(named) < len(output):
-            raise NotInProcess("two output columns share a name")
-        views = ", ".join(f"{q(c.id)} AS {q(name)}" for name, c in named.items())
-        rel = Rel(f"SELECT {ids}, {views} FROM {_parquet(path)}", (*(c.id for c in root), *named))
+        rel = Rel(f"SELECT {ids} FROM {_parquet(path)}", tuple(c.id for c in root))
         if where is not None:
+            named = {c.name: c for c in output}
+            if len(named) < len(output):
+                raise NotInProcess("two output columns share a name")
+            views = ", ".join(f"{q(c.id)} AS {q(name)}" for name, c in named.items())
             types = {name: spark_type(c.dtype) for name, c in named.items()}
-            rel = Rel(f"SELECT * FROM ({rel.sql}) WHERE {to_duckdb(Expr(where), types)}", rel.cols)
+            test = to_duckdb(Expr(where), types)
+            rel = Rel(f"SELECT {ids} FROM (SELECT *, {views} FROM ({rel.sql})) WHERE {test}", rel.cols)
         if rows is not None:
-            given = self._register(self._given(rows, named)).rows
+            given = self._register(self._given(rows, {c.id: c for c in output})).rows
             on = " AND ".join(f"x.{q(c)} IS NOT DISTINCT FROM g.{q(c)}" for c in given.cols)
             missing = f"SELECT 1 FROM ({given.sql}) g ANTI JOIN ({rel.sql}) x ON {on}"
             if self.con.execute(missing).fetchone() is not None:
                 raise NotInProcess("a given row is not in the output")  # Spark names it
             rel = Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({given.sql}) g ON {on}", rel.cols)
-        return self.settle(Rel(f"SELECT {ids} FROM ({rel.sql})", tuple(c.id for c in root)))
+        return self.settle(rel)
 
     @staticmethod
-    def _given(rows: list[dict[str, Any]], named: dict[str, Col]) -> pa.Table:
+    def _given(rows: list[dict[str, Any]], by_id: dict[str, Col]) -> pa.Table:
         """Rows given by a person, as Arrow columns of the output's Spark types."""
-        cols = [n for n in named if any(n in r for r in rows)]
+        cols = [n for n in by_id if any(n in r for r in rows)]
         try:
             return pa.table(
                 {
-                    c: pa.array([r.get(c) for r in rows], type=to_arrow_type(parse_type(named[c].dtype)))
+                    c: pa.array([r.get(c) for r in rows], type=to_arrow_type(parse_type(by_id[c].dtype)))
                     for c in cols
                 }
             )

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cda_workload.local_session import existing_store, open_session
 from cda_workload.progress import Progress
+from materialization.catalog import StoreError
 
 if TYPE_CHECKING:
     from tracing import AugmentedLineage, Run
@@ -39,17 +41,25 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
 
 def list_runs(args: argparse.Namespace, progress: Progress) -> None:
     catalog = existing_store(args.store)  # reading JSON records: no Spark
-    records = sorted((catalog.read_run(r) for r in catalog.run_ids()), key=lambda r: r.get("created", ""))
-    rows = [
-        {
-            "id": r["run_id"],
-            "strategy": r["strategy"],
-            "backend": r.get("backend", "lazy"),
-            "output_rows": r["output"]["rows"],
-            "created": r.get("created", ""),
-        }
-        for r in records
-    ]
+    rows, unreadable = [], []
+    for run_id in catalog.run_ids():
+        try:
+            r = catalog.read_run(run_id)
+            rows.append(
+                {
+                    "id": r["run_id"],
+                    "strategy": r["strategy"],
+                    "backend": r.get("backend", "lazy"),
+                    "output_rows": r["output"]["rows"],
+                    "created": r.get("created", ""),
+                }
+            )
+        except (StoreError, KeyError, TypeError) as exc:  # one damaged run hides no other
+            lacks = f"the record of run {run_id!r} lacks {exc}"
+            unreadable.append(str(exc) if isinstance(exc, StoreError) else lacks)
+    rows.sort(key=lambda r: str(r["created"]))
+    for problem in unreadable:
+        print(f"skipped: {problem}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return

@@ -3,12 +3,12 @@ workload imports, and so loads, only the models it uses)."""
 
 from __future__ import annotations
 
-import importlib
 import re
 
 from pyspark.sql import SparkSession
 
 from models.checksums import model_checksums, udf_models
+from reasoning_udfs.udf import declared_udfs
 
 __all__ = ["model_checksums", "register_udfs", "register_udfs_named_in", "udf_models"]
 
@@ -19,31 +19,19 @@ WORKLOAD_UDFS: dict[str, tuple[str, ...]] = {
 }
 
 
-PROJECT_UDFS: dict[str, str] = {  # name -> module defining it
-    "person_detection": "reasoning_udfs.person_detection",
-    "text_sentiment": "reasoning_udfs.text_sentiment",
-    "face_recognition": "reasoning_udfs.face_recognition",
-    "name_from_path": "reasoning_udfs.name_from_path",
-    "credit_exam": "reasoning_udfs.credit_exam",
-    "credit_exam_lime": "reasoning_udfs.credit_exam",
-    "credit_rules": "reasoning_udfs.loan_rules",
-    "keyword_sentiment": "reasoning_udfs.text_rules",
-}
-
-
 def register_udfs(spark: SparkSession, workload: str) -> None:
     for name in WORKLOAD_UDFS[workload]:
         _register(spark, name)
 
 
 def register_udfs_named_in(spark: SparkSession, sql: str) -> list[str]:
-    """Make the project's UDFs that ``sql`` calls callable from it (only those: importing a
-    model's module costs seconds)."""
-    named = [n for n in PROJECT_UDFS if re.search(rf"\b{n}\s*\(", sql, re.IGNORECASE)]
+    """Make the declared UDFs (the project's and any installed package's) that ``sql`` calls
+    callable from it (only those: importing a model's module costs seconds)."""
+    named = [n for n in declared_udfs() if re.search(rf"\b{n}\s*\(", sql, re.IGNORECASE)]
     for name in named:
         _register(spark, name)
     return named
 
 
 def _register(spark: SparkSession, name: str) -> None:
-    getattr(importlib.import_module(PROJECT_UDFS[name]), name).register(spark)
+    declared_udfs()[name].load().register(spark)

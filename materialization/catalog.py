@@ -5,6 +5,7 @@ question needs one)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -12,10 +13,46 @@ import pyarrow.fs as pafs
 from segmenter.errors import LineageError
 
 STAGING = "staging-"  # a run being written (or left by a killed one): not listed
+# a run id names one folder under runs/: letters, digits, '_', '.', '-', no path in it
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+# a folder a record names inside its run: relative, of plain names (no '..', no scheme)
+RUN_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=-]*(/[A-Za-z0-9_][A-Za-z0-9_.=-]*)*")
 
 
 class StoreError(LineageError):
     """The results store cannot be used (not writable, missing run, corrupt record)."""
+
+
+def check_run_id(run_id: Any) -> str:
+    """``run_id`` if it is of the one safe form, else a one-line error: an id is joined to the
+    store's path, so ``../x`` would read or write outside the store."""
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id) or run_id.startswith(STAGING):
+        raise StoreError(
+            f"run id {run_id!r} is not valid: use 1-128 letters, digits, '_', '.' or '-', starting "
+            f"with a letter or digit (and not with {STAGING!r})"
+        )
+    return run_id
+
+
+def check_record(run_id: str, record: Any) -> dict[str, Any]:
+    """A run record read from the store, refused (one line naming the run) unless it is a JSON
+    object about this run whose folders (every ``dir`` field) stay inside the run."""
+    if not isinstance(record, dict) or record.get("run_id") != run_id:
+        raise StoreError(f"the record of run {run_id!r} (run.json) is not this run's: edited or damaged")
+    for value in _dir_fields(record):
+        if not isinstance(value, str) or not RUN_PART.fullmatch(value) or ".." in value.split("/"):
+            raise StoreError(f"the record of run {run_id!r} names a folder outside the run: {value!r}")
+    return record
+
+
+def _dir_fields(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [v for k, v in value.items() if k == "dir"] + [
+            d for k, v in value.items() if k != "dir" for d in _dir_fields(v)
+        ]
+    if isinstance(value, list):
+        return [d for v in value for d in _dir_fields(v)]
+    return []
 
 
 class StoreCatalog:
@@ -32,10 +69,21 @@ class StoreCatalog:
         names = (f.base_name for f in found if f.type == pafs.FileType.Directory)
         return sorted(n for n in names if not n.startswith(STAGING))
 
+    def has_run(self, run_id: str) -> bool:
+        """A run of this id exists, or is being written (its staging folder)."""
+        runs = f"{self.root}/runs/{check_run_id(run_id)}"
+        infos = self.fs.get_file_info([runs, f"{self.root}/runs/{STAGING}{run_id}"])
+        return any(i.type != pafs.FileType.NotFound for i in infos)
+
     def read_run(self, run_id: str) -> dict[str, Any]:
-        path = f"{self.root}/runs/{run_id}/run.json"
+        path = f"{self.root}/runs/{check_run_id(run_id)}/run.json"
         if self.fs.get_file_info(path).type != pafs.FileType.File:
             known = ", ".join(self.run_ids()[-5:]) or "none"
             raise StoreError(f"no run {run_id!r} in {self.uri} (latest runs: {known})")
         with self.fs.open_input_stream(path) as f:
-            return json.loads(f.read().decode("utf-8"))
+            text = f.read()
+        try:
+            record = json.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StoreError(f"the record of run {run_id!r} (run.json) is not valid JSON: {exc}") from None
+        return check_record(run_id, record)

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
-from materialization.catalog import STAGING, StoreCatalog, StoreError
+from materialization.catalog import STAGING, StoreCatalog, StoreError, check_run_id
 from segmenter.parser import SourceRef
 
 ROW_ID = "_rid"
@@ -276,13 +276,25 @@ class ResultsStore:
 
     # --- runs ---------------------------------------------------------------------------------
     def run_dir(self, run_id: str) -> str:
-        return self.path("runs", run_id)
+        return self.path("runs", check_run_id(run_id))
 
     def staging_dir(self, run_id: str) -> str:
-        return self.path("runs", f"{STAGING}{run_id}")
+        return self.path("runs", f"{STAGING}{check_run_id(run_id)}")
 
     def commit_run(self, run_id: str) -> None:
+        """Move a written run into place; never into a run of the same id (a rename onto a
+        folder would put it inside, and the new run would be lost)."""
+        if self.exists(self.run_dir(run_id)):
+            kept = self.staging_dir(run_id)
+            raise StoreError(f"run {run_id!r} already exists in {self.uri}: this one stays in {kept}")
         self.rename(self.staging_dir(run_id), self.run_dir(run_id))
+
+    def check_new_run(self, run_id: str) -> str:
+        """``run_id`` if a run may be written under it: of the safe form, and no run (or run
+        being written) of that id in the store; checked before anything is written."""
+        if self.catalog.has_run(run_id):
+            raise StoreError(f"run {run_id!r} already exists in {self.uri}; choose another run id")
+        return run_id
 
     @cached_property
     def catalog(self) -> StoreCatalog:

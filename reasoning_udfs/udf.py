@@ -6,11 +6,15 @@ implement the two entry points, and create one instance at module level in an im
 module. Calling the instance on columns gives a normal-mode Spark column, so the UDF is used
 in ordinary DataFrame code; :meth:`ReasoningUDF.register` makes it callable from Spark SQL.
 Models should override the ``*_batch`` methods to run inference on a whole Arrow batch.
+A run read back in another process finds its UDFs among those already imported or declared
+by an installed package (entry point group ``augmented_lineage.udfs``), never through a
+module named in the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -140,12 +144,33 @@ def check_reason_type(name: str, dtype: DataType) -> None:
         check_reason_type(name, dtype.elementType)
 
 
+UDF_ENTRY_POINTS = "augmented_lineage.udfs"
+
+
+def declared_udfs() -> dict[str, EntryPoint]:
+    """The UDFs installed packages declare (entry point group ``augmented_lineage.udfs``), by
+    name: the allow-list from which a run made in another process finds its UDFs."""
+    return {ep.name: ep for ep in entry_points(group=UDF_ENTRY_POINTS)}
+
+
+def load_declared(name: str) -> ReasoningUDF | None:
+    """UDF ``name``, imported through its declaration if this process has not defined it
+    yet; None if no installed package declares it (a user's own UDF: import its module)."""
+    if name not in _REGISTRY:
+        ep = declared_udfs().get(name)
+        if ep is None:
+            return None
+        ep.load()
+    return _REGISTRY.get(name)
+
+
 def lookup(name: str) -> ReasoningUDF:
-    """The registered UDF ``name`` (runs loaded from a store import their UDF modules first)."""
+    """The registered UDF ``name`` (a run loaded from a store loads its declared UDFs first)."""
     if name not in _REGISTRY:
         raise KeyError(
             f"UDF {name!r} is not a registered ReasoningUDF; create an instance of your "
-            "ReasoningUDF subclass at module level in an importable module"
+            "ReasoningUDF subclass at module level in an importable module and import it "
+            f"(or declare it in your package's {UDF_ENTRY_POINTS!r} entry points)"
         )
     return _REGISTRY[name]
 

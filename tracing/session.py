@@ -18,7 +18,6 @@ likely each output row is.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -41,7 +40,7 @@ from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
 from materialization.store import DERIVED, ResultsStore, Uncertainty, new_id
 from materialization.strategies import check_reasons, check_strategy, resolve_reasons
-from reasoning_udfs.udf import lookup
+from reasoning_udfs.udf import load_declared, lookup
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task, from_dict
 from segmenter.parser import parse_dataframe
@@ -182,6 +181,8 @@ class LineageSession:
         model's reasons are expensive (``ReasoningUDF.reason_cost``)."""
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+        if run_id is not None:
+            self.store.check_new_run(run_id)
         if backend != "lazy":
             if strategy not in (None, "full"):
                 raise ValueError(
@@ -225,10 +226,11 @@ class LineageSession:
     def load_run(self, run_id: str) -> Run:
         """A run persisted earlier, possibly by another process."""
         record = self.store.read_run(run_id)
-        for module in set(record.get("udfs", {}).values()):
-            # only needed to recompute; a clear error comes then if the module is missing
+        for name in record.get("udfs", {}):
+            # only needed to recompute (a clear error comes then if the UDF is missing); the
+            # module the record names is never imported: the store does not choose code
             with contextlib.suppress(ImportError):
-                importlib.import_module(module)
+                load_declared(name)
         task = from_dict(record["task"])
         return Run(self, record, task, segment(task.root))
 

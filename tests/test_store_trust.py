@@ -1,0 +1,98 @@
+"""A results store does not choose code or paths (issue 16): run ids of one safe form wherever
+they enter, a duplicate refused before anything is written, a record that names a module or a
+folder outside its run never acted on, and one damaged record hiding no other run. Each probe
+is done as an attacker would: by planting or editing files in a real store."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cda_workload.cli import main
+from materialization import StoreError
+from materialization.catalog import check_run_id
+from tracing import LineageSession
+
+
+@pytest.mark.parametrize(
+    "bad", ["../../x", "a/b", "..", ".hidden", "", "x" * 129, "staging-r1", "r1\n", "r 1", None, 7]
+)
+def test_run_ids_of_one_safe_form(bad: object) -> None:
+    with pytest.raises(StoreError, match="is not valid: use 1-128 letters, digits"):
+        check_run_id(bad)
+
+
+def test_run_ids_people_write_are_accepted() -> None:
+    for good in ("r20261125T190804-fd4d300f", "nightly_2026.11.25", "Q2-fm", "x" * 128):
+        assert check_run_id(good) == good
+
+
+def _al(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_store_does_not_choose_code_paths_or_runs(
+    als: LineageSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    als.register_table("nums", pd.DataFrame({"id": range(6), "grp": [i % 2 for i in range(6)]}), key="id")
+    task = als.table("nums").groupBy("grp").count()
+    runs = Path(als.store.path("runs").removeprefix("file:"))
+
+    # an id is checked before anything runs or is written, in the API and in the CLI
+    with pytest.raises(StoreError, match="run id '../../x' is not valid"):
+        als.run(task, run_id="../../x")
+    assert not (tmp_path / "x").exists() and not runs.exists()
+    mine = als.run(task, run_id="mine")
+    before = mine.lineage(rows=[(0, 3)]).source_ids("nums")
+    with pytest.raises(StoreError, match="run 'mine' already exists in .*; choose another run id"):
+        als.run(task.filter("grp = 1"), run_id="mine")
+    assert sorted(p.name for p in runs.iterdir()) == ["mine"]  # no staging left, the run intact
+    assert als.load_run("mine").lineage(rows=[(0, 3)]).source_ids("nums") == before == {(0,), (2,), (4,)}
+    code, _, err = _al("lineage", "../../x", "--store", als.store.uri)
+    assert code == 2 and err.strip().splitlines()[-1].startswith("al: error: run id '../../x' is not valid")
+
+    # a planted record naming an importable module: loading the run does not import it
+    module = tmp_path / "planted_module.py"
+    marker = tmp_path / "imported"
+    module.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    record = json.loads((runs / "mine" / "run.json").read_text())
+
+    def plant(run_id: str, **changes: object) -> None:
+        shutil.copytree(runs / "mine", runs / run_id)
+        (runs / run_id / "run.json").write_text(json.dumps(record | {"run_id": run_id} | changes))
+
+    plant("planted", udfs={"planted_udf": "planted_module"})
+    assert als.load_run("planted").lineage(rows=[(0, 3)]).source_ids("nums") == before
+    assert not marker.exists() and "planted_module" not in sys.modules
+
+    # records that point outside their run, or are not this run's, or are not JSON: one line
+    plant("escapes", output=record["output"] | {"dir": "../mine/output"})
+    plant("renamed")
+    (runs / "renamed" / "run.json").write_text(json.dumps(record))  # says run_id "mine"
+    plant("truncated")
+    (runs / "truncated" / "run.json").write_text(json.dumps(record)[:40])
+    refusals = {
+        "escapes": "names a folder outside the run: '../mine/output'",
+        "renamed": "is not this run's",
+        "truncated": "is not valid JSON",
+    }
+    for run_id, says in refusals.items():
+        with pytest.raises(StoreError, match=f"the record of run '{run_id}'.*{says}"):
+            als.load_run(run_id)
+
+    # `al runs` lists the good runs and names each damaged record on stderr
+    code, out, err = _al("runs", "--store", als.store.uri)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["mine", "planted"]
+    skipped = [line for line in err.splitlines() if line.startswith("skipped: ")]
+    assert len(skipped) == 3 and all(any(s in line for line in skipped) for s in refusals.values())

@@ -192,10 +192,10 @@ def construct_of(exc: BaseException) -> str:
 
 
 class Deadline:
-    """A per-statement time limit: once it passes, a watcher cancels the statement's Spark jobs
-    (its job group) every second until the statement ends, since a step that submits jobs one
-    after another would start new ones after a single cancel; ``check()`` between steps raises
-    ``TimedOut`` once it has."""
+    """A per-statement time limit: once it passes, a watcher cancels every Spark job every
+    second until the statement ends (one statement runs at a time; a step submits jobs one
+    after another, some from threads of its own that the job group does not reach), and
+    ``check()`` between steps raises ``TimedOut``."""
 
     def __init__(self, als: LineageSession, group: str, limit: float) -> None:
         self.sc = als.spark.sparkContext
@@ -211,7 +211,7 @@ class Deadline:
             return
         self.expired.set()
         while not self.done.is_set():
-            self.sc.cancelJobGroup(self.group)
+            self.sc.cancelAllJobs()
             self.done.wait(1.0)
 
     def check(self) -> None:

@@ -1,7 +1,8 @@
 """A results store does not choose code or paths (issue 16): run ids of one safe form wherever
 they enter, a duplicate refused before anything is written, a record that names a module or a
-folder outside its run never acted on, and one damaged record hiding no other run. Each probe
-is done as an attacker would: by planting or editing files in a real store."""
+folder outside its run never acted on, one damaged record hiding no other run, and a question's
+predicate limited to the output's rows. Each probe is done as an attacker would: by planting or
+editing files in a real store, or by asking."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from cda_workload.cli import main
 from materialization import StoreError
 from materialization.catalog import check_run_id
+from segmenter.errors import LineageError
 from tracing import LineageSession
 
 
@@ -46,7 +48,7 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     als: LineageSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     als.register_table("nums", pd.DataFrame({"id": range(6), "grp": [i % 2 for i in range(6)]}), key="id")
-    task = als.table("nums").groupBy("grp").count()
+    task = als.table("nums").filter("id < 6").groupBy("grp").count()
     runs = Path(als.store.path("runs").removeprefix("file:"))
 
     # an id is checked before anything runs or is written, in the API and in the CLI
@@ -62,6 +64,26 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     code, _, err = _al("lineage", "../../x", "--store", als.store.uri)
     assert code == 2 and err.strip().splitlines()[-1].startswith("al: error: run id '../../x' is not valid")
 
+    # a question's predicate reaches the output's rows and nothing else
+    system = als.spark._jvm.java.lang.System
+    refused = {
+        "java_method('java.lang.System', 'setProperty', 'al.planted', 'y') IS NOT NULL": "java_method()",
+        "reflect('java.lang.System', 'setProperty', 'al.planted', 'y') IS NOT NULL": "reflect()",
+        "EXISTS (SELECT 1 FROM text.`/etc/hostname`)": "a subquery",
+        "grp IN (SELECT 0)": "a subquery",
+        "grp = (SELECT max(grp) FROM nums)": "a subquery",
+        "exists(array(1), x -> x > 0)": "exists()",
+    }
+    for where, part in refused.items():
+        for engine in ("in-process", "spark"):
+            with pytest.raises(LineageError, match=re.escape(f"{part} is not allowed in a question")):
+                mine.lineage(where=where, engine=engine)
+    code, _, err = _al("lineage", "mine", "--store", als.store.uri, "--where", next(iter(refused)))
+    assert code == 2 and "java_method() is not allowed in a question" in err.strip().splitlines()[-1]
+    assert system.getProperty("al.planted") is None
+    allowed = "grp = 0 AND lower(CAST(grp AS STRING)) LIKE '0%' AND `count` BETWEEN 1 AND 3"
+    assert mine.lineage(where=allowed).source_ids("nums") == before
+
     # a planted record naming an importable module: loading the run does not import it
     module = tmp_path / "planted_module.py"
     marker = tmp_path / "imported"
@@ -76,6 +98,34 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     plant("planted", udfs={"planted_udf": "planted_module"})
     assert als.load_run("planted").lineage(rows=[(0, 3)]).source_ids("nums") == before
     assert not marker.exists() and "planted_module" not in sys.modules
+
+    # a record's expressions run at question time: one edited to reflect into Java, or to read
+    # a file through a subquery, is refused when the run is loaded
+    edits = {
+        "reflects": "java_method('java.lang.System', 'setProperty', 'al.planted', 'y') IS NOT NULL",
+        "reads": "EXISTS (SELECT 1 FROM text.`/etc/hostname`)",
+    }
+
+    def edit_filter(value: object, edit: str) -> int:
+        """The filter's condition ``id < 6`` in the record, ANDed with ``edit``: how many."""
+        if isinstance(value, list):
+            return sum(edit_filter(v, edit) for v in value)
+        if not isinstance(value, dict):
+            return 0
+        if value.get("@") == "Expr" and "< 6" in value["sql"]:
+            value["sql"] = f"({value['sql']}) AND {edit}"
+            return 1
+        return sum(edit_filter(v, edit) for v in value.values())
+
+    for run_id, edit in edits.items():
+        edited = json.loads(json.dumps(record)) | {"run_id": run_id}
+        assert edit_filter(edited["task"], edit) == 1
+        shutil.copytree(runs / "mine", runs / run_id)
+        (runs / run_id / "run.json").write_text(json.dumps(edited))
+    with pytest.raises(LineageError, match=r"run 'reflects' holds a call of java_method\(\), which no task"):
+        als.load_run("reflects")
+    with pytest.raises(LineageError, match="run 'reads' holds a subquery, which no task"):
+        als.load_run("reads")
 
     # records that point outside their run, or are not this run's, or are not JSON: one line
     plant("escapes", output=record["output"] | {"dir": "../mine/output"})
@@ -94,6 +144,7 @@ def test_a_store_does_not_choose_code_paths_or_runs(
 
     # `al runs` lists the good runs and names each damaged record on stderr
     code, out, err = _al("runs", "--store", als.store.uri)
-    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["mine", "planted"]
+    listed = [line.split()[0] for line in out.splitlines()[1:]]
+    assert code == 0 and listed == ["mine", "planted", "reads", "reflects"]
     skipped = [line for line in err.splitlines() if line.startswith("skipped: ")]
     assert len(skipped) == 3 and all(any(s in line for line in skipped) for s in refusals.values())

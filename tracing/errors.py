@@ -5,6 +5,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from segmenter.errors import LineageError
+from tracing.allowed_sql import check_where
 
 
 def first_line(exc: Exception) -> str:
@@ -15,6 +16,7 @@ def first_line(exc: Exception) -> str:
 def filter_where(df: DataFrame, where: str) -> DataFrame:
     """``df`` filtered by the Spark SQL predicate ``where``, analysed now so that a typo fails
     here in one line instead of deep inside the first Spark job that reads it."""
+    check_where(df.sparkSession, where)
     try:
         chosen = df.filter(F.expr(where))
         _ = chosen.schema

@@ -38,13 +38,14 @@ from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
-from materialization.store import DERIVED, ResultsStore, Uncertainty, new_id
+from materialization.store import DERIVED, ResultsStore, StoreError, Uncertainty, new_id
 from materialization.strategies import check_reasons, check_strategy, resolve_reasons
 from reasoning_udfs.udf import load_declared, lookup
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
+from tracing.allowed_sql import check_stored, check_where
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.confidence.batch import batch_confidences
 from tracing.confidence.checks import always_together, can_coexist, extraneous
@@ -231,7 +232,12 @@ class LineageSession:
             # module the record names is never imported: the store does not choose code
             with contextlib.suppress(ImportError):
                 load_declared(name)
-        task = from_dict(record["task"])
+        try:
+            task = from_dict(record["task"])
+        except (KeyError, TypeError, ValueError) as exc:
+            damaged = f"the record of run {run_id!r} holds no task this engine wrote ({exc})"
+            raise StoreError(damaged) from None
+        check_stored(self.spark, task, run_id)  # its expressions run at question time
         return Run(self, record, task, segment(task.root))
 
     def runs(self) -> list[str]:
@@ -356,6 +362,8 @@ class Run:
         Spark's answers exactly."""
         if sum(x is not None for x in (where, rows, sample)) > 1:
             raise ValueError("give at most one of where=, rows=, sample=")
+        if where is not None:
+            check_where(self.session.spark, where)
         backend = backend or self.backend
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")

@@ -78,6 +78,11 @@ def test_a_store_does_not_choose_code_paths_or_runs(
         for engine in ("in-process", "spark"):
             with pytest.raises(LineageError, match=re.escape(f"{part} is not allowed in a question")):
                 mine.lineage(where=where, engine=engine)
+    captured = als.run(task, backend="eager")  # forward questions choose source rows by predicate
+    for where, part in refused.items():
+        with pytest.raises(LineageError, match=re.escape(f"{part} is not allowed in a question")):
+            captured.forward(table="nums", where=where)
+    assert captured.forward(table="nums", where="id = 2").rows() == [{"grp": 0, "count": 3}]
     code, _, err = _al("lineage", "mine", "--store", als.store.uri, "--where", next(iter(refused)))
     assert code == 2 and "java_method() is not allowed in a question" in err.strip().splitlines()[-1]
     assert system.getProperty("al.planted") is None
@@ -145,6 +150,6 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     # `al runs` lists the good runs and names each damaged record on stderr
     code, out, err = _al("runs", "--store", als.store.uri)
     listed = [line.split()[0] for line in out.splitlines()[1:]]
-    assert code == 0 and listed == ["mine", "planted", "reads", "reflects"]
+    assert code == 0 and listed == ["mine", "planted", "reads", "reflects", captured.id]
     skipped = [line for line in err.splitlines() if line.startswith("skipped: ")]
     assert len(skipped) == 3 and all(any(s in line for line in skipped) for s in refusals.values())

@@ -26,6 +26,7 @@ from materialization.store import ResultsStore
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task
 from segmenter.segments import Segment
+from tracing.allowed_sql import check_where
 from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
@@ -314,6 +315,8 @@ class EagerIndex:
     ) -> pa.Table:
         """Rows of ``uri`` matching ``where``, evaluated by Spark so that a predicate means
         what it means everywhere else in the API (Spark SQL: 0-based arrays, its functions)."""
+        if where is not None:
+            check_where(self.reader.spark, where)
         try:
             return self.reader.spark_scan(uri, select, where)
         except (AnalysisException, ParseException) as exc:

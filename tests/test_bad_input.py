@@ -94,6 +94,10 @@ def test_targets_not_in_output(numbers: LineageSession) -> None:
         run.lineage(rows=[{"nope": 1}])
     with pytest.raises(LineageError, match="invalid where"):
         run.lineage(where="nope = 1")
+    for sample in (-1, 0, 1.5, True):
+        with pytest.raises(ValueError, match=r"sample= is a number of output rows, at least 1") as info:
+            run.lineage(sample=sample)  # type: ignore[arg-type]
+        _no_jvm_noise(info.value)
 
 
 def test_unknown_run_id(numbers: LineageSession) -> None:

@@ -113,6 +113,14 @@ def test_user_errors_exit_2_in_one_line(store: str, capsys: pytest.CaptureFixtur
     assert (
         capsys.readouterr().err.strip().splitlines()[-1] == "al: error: task file not found: no/such/task.sql"
     )
+    broken = Path(store).parent / "broken"
+    broken.mkdir(exist_ok=True)
+    (broken / "syntax.py").write_text("def task(als):\n    return als.table('loan'\n")
+    (broken / "raises.py").write_text("def task(als):\n    return 1 / 0\n")
+    for name, says in (("syntax", "loading failed in"), ("raises", "task(als) failed in")):
+        assert main(["run", str(broken / f"{name}.py"), "--store", store]) == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith(f"al: error: {says} {broken / name}.py, line ") and "Traceback" not in last
     typo = Path(store).parent / "no-such-store"
     assert main(["runs", "--store", str(typo)]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]

@@ -360,10 +360,7 @@ class Run:
         ``"in-process"`` (DuckDB over the run's files, no Spark job), ``"spark"``, or
         ``"auto"`` (the default, or ``$AL_TRACING_ENGINE``), in process wherever that gives
         Spark's answers exactly."""
-        if sum(x is not None for x in (where, rows, sample)) > 1:
-            raise ValueError("give at most one of where=, rows=, sample=")
-        if where is not None:
-            check_where(self.session.spark, where)
+        self._check_choice(where, rows, sample)
         backend = backend or self.backend
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -438,8 +435,7 @@ class Run:
         guarantee); each answer says which was used. ``budget``: Shannon expansions allowed
         to an exact evaluation before ``auto`` samples. ``explain``: how many of each row's most
         influential facts to name."""
-        if sum(x is not None for x in (where, rows, sample)) > 1:
-            raise ValueError("give at most one of where=, rows=, sample=")
+        self._check_choice(where, rows, sample)
         store = self.formulas
         return row_confidences(
             store, self._confidence_targets(self._choose(where, rows, sample, seed)), algorithm, explain,
@@ -567,6 +563,15 @@ class Run:
         result = derive(self.root, Restriction(chosen.rows, match, chosen.count, complete), engine)
         result.engine = engine.name
         return result
+
+    def _check_choice(self, where: str | None, rows: Any, sample: int | None) -> None:
+        """One way of choosing output rows, each checked before anything runs."""
+        if sum(x is not None for x in (where, rows, sample)) > 1:
+            raise ValueError("give at most one of where=, rows=, sample=")
+        if where is not None:
+            check_where(self.session.spark, where)
+        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
+            raise ValueError(f"sample= is a number of output rows, at least 1 (got {sample!r})")
 
     def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:
         out = self._stored_output

@@ -4,6 +4,7 @@
     al runs --store al_store                           list the runs in a store
     al lineage RUN_ID --where "Judge = 'Reject'"       source rows and model reasons behind rows
     al report RUN_ID --sample 3 -o report.html         a self-contained HTML audit report
+    al gc --store al_store [--apply]                   what no run will read again (dry run)
     al demo                                            CDA queries with real models, explained
     al bench --queries Q3,Q9                           the benchmark of section 7
 

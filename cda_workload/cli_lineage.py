@@ -72,6 +72,28 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
         print("  ".join(str(r[k]).ljust(w) for k, w in widths.items()))
 
 
+def collect_garbage(args: argparse.Namespace, progress: Progress) -> None:
+    """`al gc`: what no run will read again, listed (a dry run) or removed; no Spark."""
+    from materialization.garbage import find_garbage, remove
+
+    if args.older_than < 0:
+        raise ValueError(f"--older-than is a number of hours, at least 0 (got {args.older_than:g})")
+    catalog = existing_store(args.store)
+    found, warnings = find_garbage(catalog, args.older_than * 3600)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    verb = "removed" if args.apply else "would remove"
+    for g in found:
+        print(f"{verb} {g.path} ({g.bytes / 1e6:.1f} MB): {g.why}")
+    total = sum(g.bytes for g in found) / 1e6
+    if args.apply:
+        remove(catalog, found)
+        print(f"removed {len(found)} folder(s), {total:.1f} MB")
+    else:
+        hint = ": run with --apply to remove them" if found else ""
+        print(f"{len(found)} folder(s), {total:.1f} MB{hint}")
+
+
 def lineage(args: argparse.Namespace, progress: Progress) -> None:
     run = _load(args, progress)
     with progress.working(f"deriving the augmented lineage of run {run.id}"):
@@ -214,6 +236,19 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     p = sub.add_parser("runs", parents=[common, store], help="list the runs in a store")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=list_runs)
+
+    p = sub.add_parser(
+        "gc",
+        parents=[common, store],
+        help="list (or with --apply remove) what no run will read again",
+        description="Staging folders of runs whose writer has ended, unfinished registrations and past "
+        "source snapshots that no run reads, older than --older-than (a dry run unless --apply).",
+    )
+    p.add_argument("--apply", action="store_true", help="remove them (default: only list them)")
+    p.add_argument(
+        "--older-than", type=float, default=24.0, metavar="HOURS", help="leave younger folders (default 24)"
+    )
+    p.set_defaults(func=collect_garbage)
 
     p = sub.add_parser(
         "lineage",

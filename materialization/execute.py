@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from materialization.capture import Capture, Capturer
 from materialization.compile import Compiler, finish
 from materialization.formulas import capture_formulas
+from materialization.garbage import OWNER, owner
 from materialization.indexes import IndexBuilder
 from materialization.store import ResultsStore
 from materialization.strategies import run_mode, stores
@@ -52,6 +53,7 @@ def execute_run(
     mode = capture.mode if capture is not None else run_mode(strategy, reasons)
     started = time.perf_counter()
     try:
+        store.write_json(f"{staging}/{OWNER}", owner())  # `al gc` tells a dead writer's leftovers
         if capture is None:
             final, stored = _run_segments(spark, store, staging, root, strategy, mode, progress)
             captured = None

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
+import socket
+import subprocess
 import sys
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -153,3 +157,56 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     assert code == 0 and listed == ["mine", "planted", "reads", "reflects", captured.id]
     skipped = [line for line in err.splitlines() if line.startswith("skipped: ")]
     assert len(skipped) == 3 and all(any(s in line for line in skipped) for s in refusals.values())
+
+
+def test_gc_removes_only_what_no_run_reads(als: LineageSession, tmp_path: Path) -> None:
+    """`al gc`: the leftovers of a killed writer (a run staging folder whose process has ended,
+    an old one whose writer is unknown, an unfinished registration) and a past snapshot no run
+    reads are listed, then removed with --apply; a live writer's folder, the snapshot a run
+    reads and the runs themselves stay, and the run answers as before."""
+    frame = pd.DataFrame({"id": range(4), "grp": [0, 1, 0, 1]})
+    als.register_table("nums", frame, key="id")
+    read = als.run(als.table("nums").groupBy("grp").count())  # reads the first snapshot
+    before = read.lineage().source_ids("nums")
+    als.register_table("nums", frame.assign(grp=0), key="id")  # CURRENT: the second
+    als.register_table("nums", frame.assign(grp=1), key="id")  # CURRENT: the third
+    root = Path(als.store.path().removeprefix("file:"))
+    snapshots = {p.name for p in (root / "sources" / "nums").iterdir() if p.is_dir()}
+    current = (root / "sources" / "nums" / "CURRENT").read_text().strip()
+    (first,) = [s for s in snapshots if s in json.dumps(read.record)]
+    (past,) = snapshots - {first, current}
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    leftovers = {
+        "staging-r-dead": {"host": socket.gethostname(), "pid": int(ended.stdout)},
+        "staging-r-live": {"host": socket.gethostname(), "pid": os.getpid()},
+        "staging-r-elsewhere": {"host": "another-host", "pid": 1},
+    }
+    for name, writer in leftovers.items():
+        (root / "runs" / name / "output").mkdir(parents=True)
+        (root / "runs" / name / "output" / "part-0.parquet").write_bytes(b"x" * 1000)
+        (root / "runs" / name / "OWNER.json").write_text(json.dumps(writer))
+    (root / "sources" / "nums" / "staging-s-killed").mkdir()
+    day_ago = time.time() - 2 * 86_400
+    os.utime(root / "runs" / "staging-r-elsewhere", (day_ago, day_ago))
+
+    code, out, _ = _al("gc", "--store", als.store.uri)
+    listed = sorted(line.split()[2] for line in out.splitlines() if line.startswith("would remove "))
+    assert code == 0 and listed == ["runs/staging-r-dead", "runs/staging-r-elsewhere"]  # limit 24 h
+    code, out, _ = _al("gc", "--store", als.store.uri, "--older-than", "0")
+    listed = sorted(line.split()[2] for line in out.splitlines() if line.startswith("would remove "))
+    assert code == 0 and listed == [
+        "runs/staging-r-dead",
+        "runs/staging-r-elsewhere",
+        f"sources/nums/{past}",  # neither CURRENT nor read by the run
+        "sources/nums/staging-s-killed",
+    ]
+    assert out.splitlines()[-1].startswith("4 folder(s), ") and (root / "runs" / "staging-r-dead").exists()
+    code, out, _ = _al("gc", "--store", als.store.uri, "--older-than", "0", "--apply")
+    assert code == 0 and out.splitlines()[-1].startswith("removed 4 folder(s)")
+    kept = sorted(p.name for p in (root / "runs").iterdir())
+    assert kept == sorted([read.id, "staging-r-live"])
+    assert {p.name for p in (root / "sources" / "nums").iterdir() if p.is_dir()} == {first, current}
+    assert als.load_run(read.id).lineage().source_ids("nums") == before
+    assert als.table("nums").filter("grp = 1").count() == 4  # the current snapshot

@@ -369,7 +369,7 @@ class Bench:
     def source_rows(self, table: str) -> int:
         """Counted once, when the snapshot was registered."""
         ref = self.als.store.current_source(table)
-        return int(self.als.store.read_json(f"{ref.snapshot}/{SOURCE_META}")["rows"])
+        return int(self.als.store.read_record(f"{ref.snapshot}/{SOURCE_META}")["rows"])
 
 
 def _count(rows: pa.Table | DataFrame) -> int:

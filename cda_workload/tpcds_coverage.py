@@ -470,6 +470,8 @@ def main(argv: list[str] | None = None) -> None:
         total = sum(outcome.seconds.values())
         progress.say(f"[{i}/{len(names)}] {name}: {outcome.status} ({total:.1f} s) {outcome.reason[:150]}")
         write(out, outcomes, summary(outcomes), params)  # partial results survive an interrupted run
+        if outcome.reason.startswith(("ConnectionRefusedError", "Py4JNetworkError")):
+            raise SystemExit(f"Spark's JVM has ended (at {name}): rerun the statements after it")
     s = summary(outcomes)
     print("\n".join(table_lines(outcomes)))
     print()

@@ -23,6 +23,32 @@ class StoreError(LineageError):
     """The results store cannot be used (not writable, missing run, corrupt record)."""
 
 
+STORE_PREFIX = "@store/"  # in records: a path inside the store, wherever the store now is
+
+
+def portable(data: Any, uri: str) -> Any:
+    """``data`` with every path inside the store at ``uri`` written relative to it, so that a
+    store copied or moved elsewhere reads its own files."""
+    if isinstance(data, str):
+        return STORE_PREFIX + data[len(uri) + 1 :] if data.startswith(uri + "/") else data
+    if isinstance(data, dict):
+        return {k: portable(v, uri) for k, v in data.items()}
+    if isinstance(data, list):
+        return [portable(v, uri) for v in data]
+    return data
+
+
+def located(data: Any, uri: str) -> Any:
+    """Inverse of :func:`portable` for the store now at ``uri``."""
+    if isinstance(data, str):
+        return f"{uri}/{data[len(STORE_PREFIX) :]}" if data.startswith(STORE_PREFIX) else data
+    if isinstance(data, dict):
+        return {k: located(v, uri) for k, v in data.items()}
+    if isinstance(data, list):
+        return [located(v, uri) for v in data]
+    return data
+
+
 def check_run_id(run_id: Any) -> str:
     """``run_id`` if it is of the one safe form, else a one-line error: an id is joined to the
     store's path, so ``../x`` would read or write outside the store."""
@@ -86,4 +112,4 @@ class StoreCatalog:
             record = json.loads(text.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise StoreError(f"the record of run {run_id!r} (run.json) is not valid JSON: {exc}") from None
-        return check_record(run_id, record)
+        return located(check_record(run_id, record), self.uri)

@@ -94,7 +94,7 @@ def execute_run(
             record["confidence"]["seconds"] = time.perf_counter() - formulas_started
         record["task_seconds"] = task_seconds
         record["seconds"] = time.perf_counter() - started
-        store.write_json(f"{staging}/run.json", record)
+        store.write_record(f"{staging}/run.json", record)
         store.commit_run(run_id)
     except BaseException:
         store.delete(staging)

@@ -155,7 +155,7 @@ class _FormulaCapture:
                 F.lit(-1).alias("seg"), "var", F.lit("any").alias("kind"), F.array("row").alias("clause")
             )
         )
-        record = self.store.read_json(f"{upstream}/run.json")
+        record = self.store.read_record(f"{upstream}/run.json")
         self.upstream |= {upstream, *record["confidence"].get("upstream", [])}
 
     # --- segments -----------------------------------------------------------------------------

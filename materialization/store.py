@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
-from materialization.catalog import STAGING, StoreCatalog, StoreError, check_run_id
+from materialization.catalog import STAGING, StoreCatalog, StoreError, check_run_id, located, portable
 from segmenter.parser import SourceRef
 
 ROW_ID = "_rid"
@@ -129,6 +129,13 @@ class ResultsStore:
     def read_json(self, path: str) -> Any:
         return json.loads(self.read_text(path))
 
+    def write_record(self, path: str, data: Any) -> None:
+        """A record (run.json, a snapshot's metadata) with the store's paths relative to it."""
+        self.write_json(path, portable(data, self.uri))
+
+    def read_record(self, path: str) -> Any:
+        return located(self.read_json(path), self.uri)
+
     def rename(self, src: str, dst: str) -> None:
         if not self._fs.rename(self._Path(src), self._Path(dst)):
             raise StoreError(f"could not move {src} to {dst}")
@@ -224,7 +231,7 @@ class ResultsStore:
                 "uncertainty": uncertainty.to_dict() if uncertainty else None,
                 "derived_from": derived_from,
             }
-            self.write_json(f"{staging}/{SOURCE_META}", meta)
+            self.write_record(f"{staging}/{SOURCE_META}", meta)
             self.rename(staging, final)
         except BaseException:
             self.delete(staging)
@@ -261,7 +268,7 @@ class ResultsStore:
     def _source_meta(self, snapshot: str) -> dict[str, Any]:
         meta = self._meta_cache.get(snapshot)
         if meta is None:
-            meta = self.read_json(f"{snapshot}/{SOURCE_META}")
+            meta = self.read_record(f"{snapshot}/{SOURCE_META}")
             self._meta_cache[snapshot] = meta
         return meta
 

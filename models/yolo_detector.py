@@ -7,6 +7,7 @@ on chunks of images: an Arrow batch can hold 10,000 rows, far more than fit in m
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.paths import model_file
+from models.paths import model_file, sha256
+from segmenter.errors import LineageError
 
 if TYPE_CHECKING:
     from ultralytics import YOLO
@@ -49,8 +51,31 @@ def load_model() -> YOLO:
     return _load(weights_path())
 
 
+# sha256 of the weights files loading may unpickle: the shared rebuilt YOLOv8n (MANIFEST.md 1)
+TRUSTED_WEIGHTS = frozenset({"fb2c96d204485a4f8cfa430a90b525cf20c7d9b620c6928234afcde027e7d716"})
+
+
+class UntrustedWeightsError(LineageError):
+    """A weights file whose checksum is not a known one: loading it could run code."""
+
+
+def check_trusted(path: Path) -> str:
+    """The sha256 of ``path`` if it is a known weights file (or one ``AL_TRUSTED_WEIGHTS``
+    names, comma-separated), else a one-line error: Ultralytics loads a ``.pt`` with
+    ``torch.load(weights_only=False)``, which unpickles, so a replaced file could run code."""
+    digest = sha256.__wrapped__(path)  # read now: the file may have changed since
+    extra = {d.strip() for d in os.environ.get("AL_TRUSTED_WEIGHTS", "").split(",") if d.strip()}
+    if digest not in TRUSTED_WEIGHTS | extra:
+        raise UntrustedWeightsError(
+            f"{path} has sha256 {digest}, not the known YOLOv8n weights: refusing to load it (loading "
+            "unpickles, which can run code); restore the file, or add its sha256 to AL_TRUSTED_WEIGHTS"
+        )
+    return digest
+
+
 @cache
 def _load(path: Path) -> YOLO:
+    check_trusted(path)
     from ultralytics import YOLO  # deferred: importing ultralytics/torch takes seconds
 
     return YOLO(str(path), task="detect")

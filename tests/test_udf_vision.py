@@ -4,6 +4,7 @@ path resolution, bad input, missing files, and one run each through Spark in rea
 
 from __future__ import annotations
 
+import pickle
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 from skimage import data
 
-from models import ModelNotFoundError, data_dir, face_gallery, images
+from models import ModelNotFoundError, data_dir, face_gallery, images, yolo_detector
 from reasoning_udfs import person_detection as person_detection_module
 from reasoning_udfs.face_recognition import face_recognition
 from reasoning_udfs.name_from_path import name_from_path
@@ -113,6 +114,34 @@ def test_missing_weights_name_the_expected_file(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("AL_DATA_DIR", str(tmp_path))
     with pytest.raises(ModelNotFoundError, match="lfw_sample"):
         face_gallery.lfw_images()
+
+
+def test_replaced_weights_are_not_unpickled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A .pt whose sha256 is not a known weights file is refused before Ultralytics unpickles
+    it (loading would run the code a planted pickle carries); AL_TRUSTED_WEIGHTS admits one."""
+    marker = tmp_path / "ran"
+    planted = tmp_path / "yolo" / "yolov8n_int8_rebuilt.pt"
+    planted.parent.mkdir()
+    planted.write_bytes(pickle.dumps(_Planted(str(marker))))
+    monkeypatch.setenv("AL_MODELS_DIR", str(tmp_path))
+    with pytest.raises(
+        yolo_detector.UntrustedWeightsError, match=r"has sha256 [0-9a-f]{64}, not the known"
+    ) as info:
+        person_detection.main_batch([(WITH_PERSON,)])
+    assert str(planted) in str(info.value) and not marker.exists()
+    digest = re.search(r"sha256 ([0-9a-f]{64})", str(info.value)).group(1)  # type: ignore[union-attr]
+    monkeypatch.setenv("AL_TRUSTED_WEIGHTS", f"other, {digest}")
+    assert yolo_detector.check_trusted(planted) == digest
+
+
+class _Planted:
+    """What a planted pickle carries: code run when it is loaded."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (self.marker, "w"))
 
 
 def test_face_recognition_on_held_out_images() -> None:

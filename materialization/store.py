@@ -101,6 +101,7 @@ class ResultsStore:
         self._io = jvm.org.apache.commons.io.IOUtils
         self._fs = self._Path(self.uri).getFileSystem(spark._jsc.hadoopConfiguration())
         self._meta_cache: dict[str, dict[str, Any]] = {}
+        self._writable = False
 
     # --- file primitives ----------------------------------------------------------------------
     def path(self, *parts: str) -> str:
@@ -167,7 +168,10 @@ class ResultsStore:
         return sorted(s.getPath().getName() for s in statuses if s.isDirectory())
 
     def check_writable(self) -> None:
-        """Fail early, with the path, if the store cannot be written."""
+        """Fail early, with the path, if the store cannot be written (probed once, before the
+        first write: a store only asked questions may be read-only)."""
+        if self._writable:
+            return
         probe = self.path(f".probe-{uuid.uuid4().hex[:8]}")
         try:
             self._fs.mkdirs(self._Path(self.uri))
@@ -176,6 +180,14 @@ class ResultsStore:
         except Py4JJavaError as exc:
             reason = str(exc.java_exception.getMessage()).splitlines()[0]
             raise StoreError(f"results store {self.uri} is not writable: {reason}") from None
+        self._writable = True
+
+    def writable(self) -> bool:
+        try:
+            self.check_writable()
+        except StoreError:
+            return False
+        return True
 
     def write_parquet(self, df: DataFrame, path: str) -> int:
         """Write ``df``; its row count, observed while writing (no second job to count)."""

@@ -15,7 +15,8 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pandas as pd
@@ -227,3 +228,46 @@ def test_a_moved_store_answers_the_same(als: LineageSession, tmp_path: Path) -> 
         assert again.load_run(run_id).lineage(where="grp = 1").to_dict()["source_lineage"] == answer
     assert again.table("nums").count() == 6
     assert str(here) not in "".join(p.read_text() for p in moved.rglob("*.json"))
+
+
+@contextmanager
+def _read_only(folder: Path) -> Iterator[None]:
+    """``folder`` and everything in it made unwritable, for root too (``chattr +i``: CI runs as
+    root, whom file modes do not stop), restored afterwards."""
+    paths = [folder, *folder.rglob("*")]
+    if os.geteuid() == 0:
+        lock = subprocess.run(["chattr", "-R", "+i", str(folder)], capture_output=True, text=True)
+        if lock.returncode != 0:
+            pytest.skip(f"cannot make a folder read-only here: {lock.stderr.strip()}")
+    else:
+        for p in paths:
+            p.chmod(p.stat().st_mode & ~0o222)
+    try:
+        yield
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-R", "-i", str(folder)], check=True)
+        else:
+            for p in paths:
+                p.chmod(p.stat().st_mode | 0o200)
+
+
+def test_a_read_only_store_answers_questions(als: LineageSession) -> None:
+    """A store nobody may write (an archive, a colleague's) is opened and asked without a write:
+    lazy questions (Rerun recomputing in process), eager ones, `al runs`; writing into it is one
+    line."""
+    als.register_table("nums", pd.DataFrame({"id": range(6), "grp": [i % 3 for i in range(6)]}), key="id")
+    task = als.table("nums").filter("id > 0").groupBy("grp").count()
+    runs = [als.run(task, strategy="rerun"), als.run(task, backend="eager")]
+    asked = {run.id: run.lineage(where="grp = 1").to_dict()["source_lineage"] for run in runs}
+    store = Path(als.store.uri.removeprefix("file:"))
+    with _read_only(store):
+        reader = LineageSession(als.spark, store=als.store.uri)
+        for run_id, answer in asked.items():
+            assert reader.load_run(run_id).lineage(where="grp = 1").to_dict()["source_lineage"] == answer
+        code, out, _ = _al("runs", "--store", als.store.uri)
+        assert code == 0 and len(out.splitlines()) == 3
+        with pytest.raises(StoreError, match="is not writable"):
+            reader.run(task)
+        with pytest.raises(StoreError, match="is not writable"):
+            reader.register_table("more", pd.DataFrame({"id": [1]}), key="id")

@@ -338,7 +338,7 @@ def region_lineage(run: Run, rows: Sequence[Row] | None = None, where: str | Non
     wanted = [dict(r) if isinstance(r, Mapping) else dict(zip(names, r)) for r in rows]
     unique = list({_key(r): r for r in wanted}.values())
     lineage = RegionLineage.from_lineage([run.lineage(rows=[r]) for r in unique], udf)
-    if save:
+    if save and run.session.store.writable():  # a read-only store keeps none
         with tempfile.TemporaryDirectory() as tmp:
             local = os.path.join(tmp, lineage.udf)
             lineage.save(local)

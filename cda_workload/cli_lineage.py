@@ -23,7 +23,7 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
     from cda_workload.task_file import load_task, task_code
     from tracing.tracking import tracked_run
 
-    als = open_session(args.store, progress)
+    als = open_session(args.store, progress, args.verbose)
     task = load_task(args.taskfile, als)
     tracking = tracked_run("al", f"run-{Path(args.taskfile).stem}", args.mlflow_dir) if args.mlflow else None
     with progress.working(f"running {args.taskfile}"), tracking or contextlib.nullcontext() as tracked:
@@ -134,7 +134,7 @@ def _load(args: argparse.Namespace, progress: Progress) -> Run:
         if n is not None and n < 1:
             raise ValueError(f"{option} must be at least 1, got {n}")
     existing_store(args.store).read_run(args.run_id)  # a typo fails before Spark starts
-    return open_session(args.store, progress).load_run(args.run_id)
+    return open_session(args.store, progress, args.verbose).load_run(args.run_id)
 
 
 def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[AugmentedLineage]:

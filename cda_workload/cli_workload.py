@@ -23,7 +23,7 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
     from cda_workload.tracking import tracked_run
     from cda_workload.udfs import model_checksums, udf_models
 
-    als = open_session(args.store, progress)
+    als = open_session(args.store, progress, args.verbose)
     als.scale_factor = args.sf  # each run logs itself into the demo's MLflow run
     data = Path(args.data)
     with tracked_run("cda-demo", f"demo-sf{args.sf}", args.mlflow_dir) as tracked:
@@ -83,7 +83,7 @@ def bench(args: argparse.Namespace, progress: Progress) -> None:
     else:
         cases = lfw_cases(_list(args.sizes, str), _list(args.recognizers, str))
     out = Path(args.out)
-    als = open_session(str(out / "store"), progress)
+    als = open_session(str(out / "store"), progress, args.verbose)
     als.mlflow = False  # timed runs must not log themselves; the medians are logged in batches
     records: list[dict] = []
     with tracked_run(f"{args.workload}-bench", out.name, args.mlflow_dir):
@@ -115,7 +115,7 @@ def queries(args: argparse.Namespace, progress: Progress) -> None:
     from cda_workload.bench import cda_cases, prepare
     from segmenter.segments import render_segments, segment
 
-    als = open_session(args.store, progress)
+    als = open_session(args.store, progress, args.verbose)
     for case in cda_cases([args.sf], args.queries):
         prepare(als, case, Path(args.data), args.seed)
         task = als.parse(als.sql(case.sql))

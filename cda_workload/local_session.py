@@ -25,10 +25,12 @@ def existing_store(store: str) -> StoreCatalog:
     return StoreCatalog(normalize_uri(store))
 
 
-def open_session(store: str, progress: Progress) -> LineageSession:
+def open_session(store: str, progress: Progress, verbose: bool = False) -> LineageSession:
+    """A session on ``store``; Spark's own log (a failed task's Java and Python traces, the
+    cause of which the command prints in one line) only with ``verbose``."""
     from tracing import LineageSession  # deferred: `al --help` should not start a JVM
 
     with progress.working("starting Spark"):
         als = LineageSession(store=store, progress=progress.say)
-        als.spark.sparkContext.setLogLevel("ERROR")
+        als.spark.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
     return als

@@ -114,11 +114,20 @@ class ReasoningUDF:
 
         def run(*arrays: pa.Array) -> pa.Array:
             rows = list(zip(*(a.to_pylist() for a in arrays)))
-            if reasoning:
-                pairs = udf_self.main_with_reason_batch(rows)
-                data: list[Any] = [{"value": v, "reason": r} for v, r in pairs]
-            else:
-                data = list(udf_self.main_batch(rows))
+            try:
+                if reasoning:
+                    pairs = udf_self.main_with_reason_batch(rows)
+                    data: list[Any] = [{"value": v, "reason": r} for v, r in pairs]
+                else:
+                    data = list(udf_self.main_batch(rows))
+            except Exception as exc:
+                from segmenter.errors import LineageError  # deferred: segmenter imports this module
+
+                if not isinstance(exc, LineageError):  # the model cannot run at all: weights missing
+                    raise
+                raise UDFRowError(
+                    f"{ERROR_MARKER}[{udf_self.name}] cannot run: {type(exc).__name__}: {exc}{ERROR_MARKER}"
+                ) from exc
             return pa.array(data, type=arrow_type)
 
         run.__name__ = self.name

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from cda_workload import cli_lineage
 from cda_workload.cli import main
 from cda_workload.progress import Progress
 from tests.browser import render
@@ -151,22 +152,33 @@ def test_report_command_writes_html_json_and_mlflow(store: str, run_id: str, tmp
 
 
 def test_unexpected_errors_exit_1_with_the_trace_only_when_verbose(
-    store: str, tmp_path: Path, capsys: pytest.CaptureFixture
+    store: str, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A task file's own failure is the user's to fix (exit 2, its file and line); an engine
+    failure is a bug (exit 1); either shows its stack trace only with --verbose."""
     task = tmp_path / "broken.py"
     task.write_text("def task(als):\n    raise RuntimeError('the task file broke')\n")
-    assert main(["run", str(task), "--store", store]) == 1
+    said = f"al: error: task(als) failed in {task}, line 2: RuntimeError: the task file broke"
+    assert main(["run", str(task), "--store", store]) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert err.strip().splitlines()[-1] == (
-        "al: error: unexpected RuntimeError: the task file broke (run with --verbose for the stack trace)"
-    )
-    assert main(["run", str(task), "--store", store, "--verbose"]) == 1
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == said
+    assert main(["run", str(task), "--store", store, "--verbose"]) == 2
     err = capsys.readouterr().err
-    assert (
-        "Traceback" in err
-        and err.strip().splitlines()[-1] == "al: error: unexpected RuntimeError: the task file broke"
+    assert "Traceback" in err and err.strip().splitlines()[-1] == said
+
+    def engine_bug(store: str) -> None:
+        raise RuntimeError("an engine bug")
+
+    monkeypatch.setattr(cli_lineage, "existing_store", engine_bug)
+    assert main(["runs", "--store", store]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == (
+        "al: error: unexpected RuntimeError: an engine bug (run with --verbose for the stack trace)"
     )
+    assert main(["runs", "--store", store, "--verbose"]) == 1
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" in err and last == "al: error: unexpected RuntimeError: an engine bug"
 
 
 def test_progress_is_plain_lines_off_a_terminal_and_rich_on_one() -> None:

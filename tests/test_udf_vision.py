@@ -9,10 +9,12 @@ import re
 from pathlib import Path
 
 import cv2
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 from skimage import data
 
+from materialization.execute import UDFError, translate_udf_errors
 from models import ModelNotFoundError, data_dir, face_gallery, images, yolo_detector
 from reasoning_udfs import person_detection as person_detection_module
 from reasoning_udfs.face_recognition import face_recognition
@@ -103,7 +105,9 @@ def test_missing_or_broken_image_names_the_path(tmp_path: Path) -> None:
         images.read_image(str(broken))
 
 
-def test_missing_weights_name_the_expected_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_missing_weights_name_the_expected_file(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The model cache is keyed by the weights path, which is checked on every call: no stale
     model is used and no cache needs clearing when AL_MODELS_DIR moves."""
     monkeypatch.setenv("AL_MODELS_DIR", str(tmp_path))
@@ -111,6 +115,10 @@ def test_missing_weights_name_the_expected_file(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(ModelNotFoundError, match=r"yolov8n\.pt") as info:
         person_detection.main_batch([(WITH_PERSON,)])
     assert expected in str(info.value)
+    # as Spark's workers call it: one line naming the UDF and the cause, not a worker's trace
+    cannot_run = r"^UDF \[person_detection\] cannot run: ModelNotFoundError: expected"
+    with pytest.raises(UDFError, match=cannot_run), translate_udf_errors():
+        person_detection.arrow_function("normal")(pa.array([WITH_PERSON]))
     monkeypatch.setenv("AL_DATA_DIR", str(tmp_path))
     with pytest.raises(ModelNotFoundError, match="lfw_sample"):
         face_gallery.lfw_images()

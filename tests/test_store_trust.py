@@ -213,23 +213,6 @@ def test_gc_removes_only_what_no_run_reads(als: LineageSession, tmp_path: Path) 
     assert als.table("nums").filter("grp = 1").count() == 4  # the current snapshot
 
 
-def test_a_moved_store_answers_the_same(als: LineageSession, tmp_path: Path) -> None:
-    """Records name the store's files relative to it: a store moved elsewhere (the original
-    gone) answers every question as before, lazily and from eager indexes."""
-    als.register_table("nums", pd.DataFrame({"id": range(6), "grp": [i % 3 for i in range(6)]}), key="id")
-    task = als.table("nums").filter("id > 0").groupBy("grp").count()
-    lazy, eager = als.run(task, strategy="rerun"), als.run(task, backend="eager")
-    asked = {run.id: run.lineage(where="grp = 1").to_dict()["source_lineage"] for run in (lazy, eager)}
-    here = Path(als.store.uri.removeprefix("file:"))
-    moved = tmp_path / "elsewhere" / "store"
-    shutil.move(str(here), moved)
-    again = LineageSession(als.spark, store=str(moved))
-    for run_id, answer in asked.items():
-        assert again.load_run(run_id).lineage(where="grp = 1").to_dict()["source_lineage"] == answer
-    assert again.table("nums").count() == 6
-    assert str(here) not in "".join(p.read_text() for p in moved.rglob("*.json"))
-
-
 @contextmanager
 def _read_only(folder: Path) -> Iterator[None]:
     """``folder`` and everything in it made unwritable, for root too (``chattr +i``: CI runs as
@@ -252,22 +235,27 @@ def _read_only(folder: Path) -> Iterator[None]:
                 p.chmod(p.stat().st_mode | 0o200)
 
 
-def test_a_read_only_store_answers_questions(als: LineageSession) -> None:
-    """A store nobody may write (an archive, a colleague's) is opened and asked without a write:
-    lazy questions (Rerun recomputing in process), eager ones, `al runs`; writing into it is one
-    line."""
+def test_a_moved_read_only_store_answers_the_same(als: LineageSession, tmp_path: Path) -> None:
+    """Records name the store's files relative to it, and opening a store writes nothing: a
+    store moved elsewhere (the original gone) and made unwritable (an archive, a colleague's)
+    answers lazy questions (Rerun recomputing in process), eager ones and `al runs` as before;
+    writing into it is one line."""
     als.register_table("nums", pd.DataFrame({"id": range(6), "grp": [i % 3 for i in range(6)]}), key="id")
     task = als.table("nums").filter("id > 0").groupBy("grp").count()
     runs = [als.run(task, strategy="rerun"), als.run(task, backend="eager")]
     asked = {run.id: run.lineage(where="grp = 1").to_dict()["source_lineage"] for run in runs}
-    store = Path(als.store.uri.removeprefix("file:"))
-    with _read_only(store):
-        reader = LineageSession(als.spark, store=als.store.uri)
+    here = Path(als.store.uri.removeprefix("file:"))
+    moved = tmp_path / "elsewhere" / "store"
+    shutil.move(str(here), moved)
+    assert str(here) not in "".join(p.read_text() for p in moved.rglob("*.json"))
+    with _read_only(moved):
+        reader = LineageSession(als.spark, store=str(moved))
         for run_id, answer in asked.items():
             assert reader.load_run(run_id).lineage(where="grp = 1").to_dict()["source_lineage"] == answer
-        code, out, _ = _al("runs", "--store", als.store.uri)
+        code, out, _ = _al("runs", "--store", str(moved))
         assert code == 0 and len(out.splitlines()) == 3
+        assert reader.table("nums").count() == 6
         with pytest.raises(StoreError, match="is not writable"):
-            reader.run(task)
+            reader.run(reader.table("nums").groupBy("grp").count())
         with pytest.raises(StoreError, match="is not writable"):
             reader.register_table("more", pd.DataFrame({"id": [1]}), key="id")

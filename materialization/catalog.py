@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -29,23 +30,23 @@ STORE_PREFIX = "@store/"  # in records: a path inside the store, wherever the st
 def portable(data: Any, uri: str) -> Any:
     """``data`` with every path inside the store at ``uri`` written relative to it, so that a
     store copied or moved elsewhere reads its own files."""
-    if isinstance(data, str):
-        return STORE_PREFIX + data[len(uri) + 1 :] if data.startswith(uri + "/") else data
-    if isinstance(data, dict):
-        return {k: portable(v, uri) for k, v in data.items()}
-    if isinstance(data, list):
-        return [portable(v, uri) for v in data]
-    return data
+    inside = uri + "/"
+    return _strings(data, lambda s: STORE_PREFIX + s[len(inside) :] if s.startswith(inside) else s)
 
 
 def located(data: Any, uri: str) -> Any:
     """Inverse of :func:`portable` for the store now at ``uri``."""
+    return _strings(data, lambda s: f"{uri}/{s[len(STORE_PREFIX) :]}" if s.startswith(STORE_PREFIX) else s)
+
+
+def _strings(data: Any, change: Callable[[str], str]) -> Any:
+    """``data`` (JSON: dicts, lists, scalars) with ``change`` applied to every string value."""
     if isinstance(data, str):
-        return f"{uri}/{data[len(STORE_PREFIX) :]}" if data.startswith(STORE_PREFIX) else data
+        return change(data)
     if isinstance(data, dict):
-        return {k: located(v, uri) for k, v in data.items()}
+        return {k: _strings(v, change) for k, v in data.items()}
     if isinstance(data, list):
-        return [located(v, uri) for v in data]
+        return [_strings(v, change) for v in data]
     return data
 
 

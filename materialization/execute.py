@@ -49,6 +49,7 @@ def execute_run(
     ``capture``: eager lineage capture; ``confidence``: boolean lineage for confidences
     (needs strategy full: formulas are written over the stored intermediates); ``reasons``:
     "lazy" runs the task in normal mode (see :mod:`materialization.strategies`)."""
+    store.check_writable()  # a read-only store fails here, in one line, before any work
     staging = store.staging_dir(run_id)
     mode = capture.mode if capture is not None else run_mode(strategy, reasons)
     started = time.perf_counter()

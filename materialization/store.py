@@ -208,6 +208,7 @@ class ResultsStore:
         """Persist ``df`` as a new snapshot of source ``name`` with stable row ids (and, for
         an uncertain table, the columns that say how likely each row is; for the output of a
         confidence run, the run it came from)."""
+        self.check_writable()
         if not _NAME.match(name):
             raise StoreError(f"source name {name!r} must be a SQL identifier")
         columns = {c.lower() for c in df.columns}

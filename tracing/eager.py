@@ -142,16 +142,16 @@ class EagerIndex:
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             types = ", ".join(f"{names[f.name]} {f.type}" for f in schema)
             raise LineageError(f"rows= do not fit the output's column types ({types}): {exc}") from None
-        stored = self.reader.lookup(uri, given, [(c, c) for c in cols])
-        found = {tuple(r.values()) for r in stored.to_pylist()}
+        keys = [(c, c) for c in cols]  # by id beside the names: two output columns may share one
+        matched = self.reader.lookup(uri, given, [*keys, *self._visible, (LID, LID)], distinct=False)
+        found = {tuple(r.values()) for r in matched.select(cols).to_pylist()}
         missing = [r for r in given.to_pylist() if tuple(r.values()) not in found]
         if missing:
             raise TargetNotFoundError(
                 f"{len(missing)} of the given rows are not in the output of run {self.record['run_id']}, "
                 f"e.g. { {names[c]: v for c, v in missing[0].items()} }"
             )
-        matched = self.reader.lookup(uri, given, [*self._visible, (LID, LID)], distinct=False)
-        return matched.drop_columns([LID]), sorted(set(matched.column(LID).to_pylist()))
+        return matched.drop_columns([*cols, LID]), sorted(set(matched.column(LID).to_pylist()))
 
     def _schema(self, uri: str, select: Sequence[tuple[str, str]]) -> pa.Schema:
         return self.reader.scan(uri, select, "FALSE").schema

@@ -4,8 +4,9 @@ file systems, as the catalog reads runs):
 - a run's staging folder whose writer is gone: its ``OWNER.json`` names this host and a
   process that has ended, or (another host, or no owner file) it is older than the limit;
 - a source's staging folder older than the limit (a registration killed before its rename);
-- a source snapshot older than the limit that is neither its table's ``CURRENT`` nor named by
-  any run's record. If a record cannot be read, no snapshot is called unreferenced.
+- a source snapshot older than the limit that is neither its table's newest (the one
+  ``table(name)`` reads) nor named by any run's record. If a record cannot be read, no
+  snapshot is called unreferenced.
 
 The limit (default a day) keeps what a live writer on another host may still be writing.
 """
@@ -66,13 +67,19 @@ def find_garbage(catalog: StoreCatalog, older_than_s: float = 86_400.0) -> tuple
                 add(info, f"a run being written {limit}, its writer unknown")
     referenced, warnings = _referenced_snapshots(catalog)
     for table in _dirs(fs, f"{root}/sources"):
-        current = _text(fs, f"{table.path}/CURRENT")
-        for snap in _dirs(fs, table.path):
+        snapshots = _dirs(fs, table.path)
+        committed = [s.base_name for s in snapshots if not s.base_name.startswith(STAGING)]
+        for snap in snapshots:
             name = snap.base_name
             if name.startswith(STAGING):
                 if old(snap):
                     add(snap, f"a registration of {table.base_name} left unfinished, {limit}")
-            elif name != current and not warnings and (table.base_name, name) not in referenced and old(snap):
+            elif (
+                name != committed[-1]
+                and not warnings
+                and (table.base_name, name) not in referenced
+                and old(snap)
+            ):
                 add(snap, f"a past snapshot of {table.base_name} that no run reads, {limit}")
     return found, warnings
 

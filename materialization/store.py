@@ -2,14 +2,16 @@
 
 Layout under the store URI (any URI Spark's Hadoop FileSystem can write):
 
-    sources/<table>/<snapshot>/            Parquet (zstd) + _al_source.json
-    sources/<table>/CURRENT                the snapshot ``table(name)`` reads
+    sources/<table>/<snapshot>/            Parquet (zstd) + _al_source.json; ``table(name)``
+                                           reads the newest (ids sort by commit time)
     runs/<run_id>/run.json                 the run record, written last
     runs/<run_id>/output/                  the task output (all root columns)
     runs/<run_id>/segment-<id>/            stored intermediate results
 
 A run is written under ``runs/staging-<run_id>`` and renamed into place only when complete,
 so a crash never leaves a run that looks finished. (No leading dot: Spark skips hidden paths.)
+Nothing is rewritten in place: a snapshot is named when it is committed, and no pointer names
+the current one, so concurrent writers never read a file another is writing.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ def normalize_uri(uri: str) -> str:
 
 
 def new_id(prefix: str) -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    """An id that sorts by creation time (to the microsecond) and is unique across processes."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     return f"{prefix}{stamp}-{uuid.uuid4().hex[:8]}"
 
 
@@ -204,18 +207,22 @@ class ResultsStore:
         key: Sequence[str] | None,
         uncertainty: Uncertainty | None = None,
         derived_from: str | None = None,
+        replace: bool = False,
     ) -> SourceRef:
         """Persist ``df`` as a new snapshot of source ``name`` with stable row ids (and, for
         an uncertain table, the columns that say how likely each row is; for the output of a
-        confidence run, the run it came from)."""
+        confidence run, the run it came from). Other columns than the current snapshot's
+        need ``replace=True``: a task written for the old table would read another one."""
         self.check_writable()
         if not _NAME.match(name):
             raise StoreError(f"source name {name!r} must be a SQL identifier")
-        columns = {c.lower() for c in df.columns}
+        columns = [[f.name, f.dataType.simpleString()] for f in df.schema.fields]
+        self._check_schema(name, columns, replace)
+        lowered = {c.lower() for c in df.columns}
         if uncertainty is not None:
             uncertainty.check(name, df)
         if key:
-            missing = [k for k in key if k.lower() not in columns]
+            missing = [k for k in key if k.lower() not in lowered]
             if missing:
                 raise StoreError(f"source {name!r}: key column(s) {missing} not in {df.columns}")
             dupes = df.groupBy(*key).count().filter("count > 1").limit(1).collect()
@@ -226,18 +233,18 @@ class ResultsStore:
                 )
             key = tuple(key)
         else:
-            if ROW_ID in columns:
+            if ROW_ID in lowered:
                 raise StoreError(f"source {name!r} already has a {ROW_ID!r} column: pass key=")
             df = _with_row_ids(df)
             key = (ROW_ID,)
-        snapshot_id = new_id("s")
-        final = self.path("sources", name, snapshot_id)
-        staging = self.path("sources", name, f"{STAGING}{snapshot_id}")
+        staging = self.path("sources", name, f"{STAGING}{uuid.uuid4().hex}")
         try:
             rows = self.write_parquet(df, staging)
+            final = self.path("sources", name, new_id("s"))  # named at commit: newest is current
             meta = {
                 "table": name,
                 "key": list(key),
+                "columns": columns,
                 "snapshot": final,
                 "rows": rows,
                 "created": datetime.now(UTC).isoformat(),
@@ -249,21 +256,35 @@ class ResultsStore:
         except BaseException:
             self.delete(staging)
             raise
-        self.write_text(self.path("sources", name, "CURRENT"), snapshot_id)
         return SourceRef(name, key, final)
+
+    def _check_schema(self, name: str, columns: list[list[str]], replace: bool) -> None:
+        snapshots = self._snapshots(name)
+        if replace or not snapshots:
+            return
+        before = self._source_meta(self.path("sources", name, snapshots[-1])).get("columns")
+        if before is not None and before != columns:
+            shown = ", ".join(f"{c} {t}" for c, t in before)
+            raise StoreError(
+                f"source {name!r} is registered with other columns ({shown}); pass replace=True "
+                "to register these as its new snapshot"
+            )
+
+    def _snapshots(self, name: str) -> list[str]:
+        """The committed snapshots of source ``name``, oldest first."""
+        return [d for d in self.list_dirs(self.path("sources", name)) if not d.startswith(STAGING)]
 
     def source_names(self) -> list[str]:
         """Registered source tables (those with a committed snapshot)."""
-        names = self.list_dirs(self.path("sources"))
-        return [n for n in names if self.exists(self.path("sources", n, "CURRENT"))]
+        return [n for n in self.list_dirs(self.path("sources")) if self._snapshots(n)]
 
     def current_source(self, name: str) -> SourceRef:
-        pointer = self.path("sources", name, "CURRENT")
-        if not self.exists(pointer):
+        """The newest snapshot of ``name``."""
+        snapshots = self._snapshots(name) if _NAME.match(name) else []
+        if not snapshots:
             known = ", ".join(self.source_names()) or "none"
             raise StoreError(f"no source table {name!r} in {self.uri} (registered: {known})")
-        snapshot = self.path("sources", name, self.read_text(pointer).strip())
-        return self.source_at(snapshot)
+        return self.source_at(self.path("sources", name, snapshots[-1]))
 
     def source_at(self, snapshot: str) -> SourceRef:
         meta = self._source_meta(snapshot)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pyspark.sql import SparkSession
 
 from cda_workload.cli import main
 from materialization import StoreError
@@ -169,11 +171,11 @@ def test_gc_removes_only_what_no_run_reads(als: LineageSession, tmp_path: Path) 
     als.register_table("nums", frame, key="id")
     read = als.run(als.table("nums").groupBy("grp").count())  # reads the first snapshot
     before = read.lineage().source_ids("nums")
-    als.register_table("nums", frame.assign(grp=0), key="id")  # CURRENT: the second
-    als.register_table("nums", frame.assign(grp=1), key="id")  # CURRENT: the third
+    als.register_table("nums", frame.assign(grp=0), key="id")  # current: the second
+    als.register_table("nums", frame.assign(grp=1), key="id")  # current: the third, the newest
     root = Path(als.store.path().removeprefix("file:"))
     snapshots = {p.name for p in (root / "sources" / "nums").iterdir() if p.is_dir()}
-    current = (root / "sources" / "nums" / "CURRENT").read_text().strip()
+    current = max(snapshots)
     (first,) = [s for s in snapshots if s in json.dumps(read.record)]
     (past,) = snapshots - {first, current}
     ended = subprocess.run(
@@ -200,7 +202,7 @@ def test_gc_removes_only_what_no_run_reads(als: LineageSession, tmp_path: Path) 
     assert code == 0 and listed == [
         "runs/staging-r-dead",
         "runs/staging-r-elsewhere",
-        f"sources/nums/{past}",  # neither CURRENT nor read by the run
+        f"sources/nums/{past}",  # neither current nor read by the run
         "sources/nums/staging-s-killed",
     ]
     assert out.splitlines()[-1].startswith("4 folder(s), ") and (root / "runs" / "staging-r-dead").exists()
@@ -211,6 +213,12 @@ def test_gc_removes_only_what_no_run_reads(als: LineageSession, tmp_path: Path) 
     assert {p.name for p in (root / "sources" / "nums").iterdir() if p.is_dir()} == {first, current}
     assert als.load_run(read.id).lineage().source_ids("nums") == before
     assert als.table("nums").filter("grp = 1").count() == 4  # the current snapshot
+
+    # other columns under a registered name: only when asked for
+    with pytest.raises(StoreError, match=re.escape("'nums' is registered with other columns (id bigint, grp")):
+        als.register_table("nums", frame.rename(columns={"grp": "group"}), key="id")
+    als.register_table("nums", frame.rename(columns={"grp": "group"}), key="id", replace=True)
+    assert als.table("nums").columns == ["id", "group"]
 
 
 @contextmanager
@@ -259,3 +267,58 @@ def test_a_moved_read_only_store_answers_the_same(als: LineageSession, tmp_path:
             reader.run(reader.table("nums").groupBy("grp").count())
         with pytest.raises(StoreError, match="is not writable"):
             reader.register_table("more", pd.DataFrame({"id": [1]}), key="id")
+
+
+def test_concurrent_writers_and_a_killed_one_lose_nothing(spark: SparkSession, tmp_path: Path) -> None:
+    """Four processes write one store at once, two rounds each (register the shared table, run
+    a task over its current snapshot); one is killed (-9) at a random point of its second
+    round. Every run a writer reported is listed and answers from the snapshot its record
+    names; every registration a writer finished is one committed snapshot; what the killed one
+    left unfinished is named by `al gc` and by nothing else."""
+    store = tmp_path / "store"
+    als = LineageSession(spark, store=str(store))
+    env = {**os.environ, "AL_SPARK_MASTER": "local[1]", "AL_DRIVER_MEMORY": "1g"}
+    repo = Path(__file__).resolve().parents[1]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.concurrent_writer", str(store), f"w{i}", "2"],
+            stdout=subprocess.PIPE, stderr=(tmp_path / f"w{i}.err").open("w"), text=True, env=env, cwd=repo,
+        )
+        for i in range(4)
+    ]
+    victim = writers[-1]
+    reported = {victim.stdout.readline().strip()}  # its first run is committed
+    delay = random.uniform(0.0, 8.0)
+    time.sleep(delay)
+    victim.kill()
+    reported |= {line.strip() for line in victim.stdout}
+    for i, w in enumerate(writers[:-1]):
+        out, _ = w.communicate(timeout=400)
+        assert w.returncode == 0, (tmp_path / f"w{i}.err").read_text()[-2000:]
+        reported |= set(out.split())
+    reported.discard("")
+
+    listed = set(als.runs())
+    # the killed writer may have committed a run it did not live to print
+    assert reported <= listed and len(listed - reported) <= 1, (delay, reported, listed)
+    shared = store / "sources" / "shared"
+    committed = sorted(p.name for p in shared.iterdir() if not p.name.startswith("staging-"))
+    made = [tuple(pd.read_parquet(shared / s).sort_values("id")[["w", "v"]].iloc[0]) for s in committed]
+    survivors = [(f"w{i}", r) for i in range(3) for r in (0, 1)]
+    assert sorted(m for m in made if m[0] != "w3") == survivors and len(made) == len(set(made)), (delay, made)
+    assert als.store.current_source("shared").snapshot.endswith(committed[-1])
+    for run_id in listed:
+        run = als.load_run(run_id)
+        (read,) = [s for s in committed if s in json.dumps(run.record)]
+        rows = pd.read_parquet(shared / read)
+        expected = rows.groupby(["w", "v"]).size().reset_index(name="count")
+        assert sorted(map(tuple, run.output.toPandas().values.tolist())) == sorted(
+            map(tuple, expected.values.tolist())
+        )
+        v = int(expected["v"].iloc[0])
+        assert run.lineage(where=f"v = {v}").source_ids("shared") == {(i,) for i in rows.id[rows.v == v]}
+
+    left = sorted(p.relative_to(store).as_posix() for p in store.glob("*/**/staging-*"))
+    code, out, _ = _al("gc", "--store", als.store.uri, "--older-than", "0")
+    named = sorted(p for line in out.splitlines() if "staging-" in (p := line.split()[2]))
+    assert code == 0 and named == left, (delay, left, out)

@@ -98,13 +98,15 @@ class LineageSession:
         key: str | Sequence[str] | None = None,
         confidence: str | None = None,
         alternatives: str | None = None,
+        replace: bool = False,
     ) -> DataFrame:
         """Persist ``data`` (DataFrame, pandas DataFrame or Parquet path) as source ``name``.
 
         ``key`` names the column(s) that identify a row; without one, a ``_rid`` column of
         stable row ids is added and stored with the data. ``confidence`` makes the table
         uncertain: that column holds each row's probability (rows independent), and rows with
-        equal ``alternatives`` values are mutually exclusive alternatives of one fact."""
+        equal ``alternatives`` values are mutually exclusive alternatives of one fact. A name
+        registered before with other columns needs ``replace=True``."""
         if isinstance(data, pd.DataFrame):
             data = self.spark.createDataFrame(data)
         elif isinstance(data, str):
@@ -114,10 +116,12 @@ class LineageSession:
             raise ValueError("alternatives= needs confidence= (the column of each alternative's probability)")
         uncertainty = Uncertainty(confidence, alternatives) if confidence else None
         self.progress(f"registering source table {name}")
-        self.store.register_source(name, data, keys, uncertainty)
+        self.store.register_source(name, data, keys, uncertainty, replace=replace)
         return self.table(name)
 
-    def register_result(self, name: str, run: Run, key: str | Sequence[str] | None = None) -> DataFrame:
+    def register_result(
+        self, name: str, run: Run, key: str | Sequence[str] | None = None, replace: bool = False
+    ) -> DataFrame:
         """Register the output of a confidence run as source ``name`` (one row per distinct
         output row) that keeps its lineage: a later ``backend="confidence"`` run over it
         expands into this run's formulas, so rows that share facts stay dependent (deep
@@ -130,7 +134,7 @@ class LineageSession:
         )
         keys = [key] if isinstance(key, str) else list(key) if key else None
         self.progress(f"registering the output of run {run.id} as source table {name}")
-        self.store.register_source(name, derived, keys, derived_from=run.dir)
+        self.store.register_source(name, derived, keys, derived_from=run.dir, replace=replace)
         return self.table(name)
 
     def table(self, name: str) -> DataFrame:

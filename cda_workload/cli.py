@@ -5,6 +5,7 @@
     al lineage RUN_ID --where "Judge = 'Reject'"       source rows and model reasons behind rows
     al report RUN_ID --sample 3 -o report.html         a self-contained HTML audit report
     al gc --store al_store [--apply]                   what no run will read again (dry run)
+    al verify RUN_ID... | --all                        check stored files against their digests
     al demo                                            CDA queries with real models, explained
     al bench --queries Q3,Q9                           the benchmark of section 7
 

@@ -1,5 +1,5 @@
 """The lineage commands: ``run`` a task file, list the ``runs`` of a store, derive
-``lineage`` for output rows, write an audit ``report``."""
+``lineage`` for output rows, write an audit ``report``; ``gc`` and ``verify`` the store."""
 
 from __future__ import annotations
 
@@ -92,6 +92,26 @@ def collect_garbage(args: argparse.Namespace, progress: Progress) -> None:
     else:
         hint = ": run with --apply to remove them" if found else ""
         print(f"{len(found)} folder(s), {total:.1f} MB{hint}")
+
+
+def verify(args: argparse.Namespace, progress: Progress) -> None:
+    """`al verify`: every file of the runs named (or of all runs and snapshots) hashed and
+    compared with its record; damage is an error (exit 2) after every finding is listed."""
+    from materialization.integrity import IntegrityError, verify
+
+    if bool(args.run_ids) == args.all:
+        raise ValueError("name the runs to verify, or pass --all (and no run id)")
+    catalog = existing_store(args.store)
+    with progress.working("verifying"):
+        found = verify(catalog, None if args.all else args.run_ids)
+    for v in found:
+        state = "ok" if not v.problems else f"DAMAGED ({len(v.problems)} problem(s))"
+        print(f"{v.what}: {state}, {v.bytes:,} bytes hashed" + (f"; {v.note}" if v.note else ""))
+        for problem in v.problems:
+            print(f"  {problem}")
+    damaged = [v.what for v in found if v.problems]
+    if damaged:
+        raise IntegrityError(f"{len(damaged)} of {len(found)} damaged: {', '.join(damaged)}")
 
 
 def lineage(args: argparse.Namespace, progress: Progress) -> None:
@@ -249,6 +269,18 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
         "--older-than", type=float, default=24.0, metavar="HOURS", help="leave younger folders (default 24)"
     )
     p.set_defaults(func=collect_garbage)
+
+    p = sub.add_parser(
+        "verify",
+        parents=[common, store],
+        help="check every file of runs (or of the whole store) against the digests recorded",
+        description="Hash every file of the runs named (with --all: of every run and source snapshot) "
+        "and compare it with the size and sha256 its record holds; exit 2 if anything is missing, "
+        "changed or unlisted.",
+    )
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to verify")
+    p.add_argument("--all", action="store_true", help="every run and every source snapshot")
+    p.set_defaults(func=verify)
 
     p = sub.add_parser(
         "lineage",

@@ -22,7 +22,7 @@ from materialization.store import ResultsStore
 from materialization.strategies import run_mode, stores
 from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
 from segmenter.errors import LineageError
-from segmenter.operators import Function, Task, to_dict
+from segmenter.operators import Function, Source, Task, to_dict
 from segmenter.segments import Segment, render_segments
 
 Progress = Callable[[str], None]
@@ -94,6 +94,9 @@ def execute_run(
                 record["confidence"] = capture_formulas(spark, store, staging, run_id, root, stored, progress)
             record["confidence"]["seconds"] = time.perf_counter() - formulas_started
         record["task_seconds"] = task_seconds
+        record["files"] = store.manifest(staging)  # what `al verify` and every question check
+        snapshots = {n.snapshot for n in task.root.walk() if isinstance(n, Source)}
+        record["inputs"] = store.inputs(sorted(snapshots))
         record["seconds"] = time.perf_counter() - started
         store.write_record(f"{staging}/run.json", record)
         store.commit_run(run_id)

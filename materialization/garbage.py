@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from materialization.catalog import STAGING, StoreCatalog, StoreError
+from materialization.integrity import subfolders
 
 OWNER = "OWNER.json"  # in a run's staging folder: who writes it
 _SNAPSHOT_REF = re.compile(r"sources/([A-Za-z_][A-Za-z0-9_]*)/([A-Za-z0-9_.-]+)")
@@ -57,7 +58,7 @@ def find_garbage(catalog: StoreCatalog, older_than_s: float = 86_400.0) -> tuple
         found.append(Garbage(info.path.removeprefix(root).lstrip("/"), size, why))
 
     limit = f"older than {older_than_s / 3600:g} h"
-    for info in _dirs(fs, f"{root}/runs"):
+    for info in subfolders(fs, f"{root}/runs"):
         if info.base_name.startswith(STAGING):
             writer = _owner(fs, f"{info.path}/{OWNER}")
             if writer is not None and writer.get("host") == socket.gethostname():
@@ -66,8 +67,8 @@ def find_garbage(catalog: StoreCatalog, older_than_s: float = 86_400.0) -> tuple
             elif old(info):
                 add(info, f"a run being written {limit}, its writer unknown")
     referenced, warnings = _referenced_snapshots(catalog)
-    for table in _dirs(fs, f"{root}/sources"):
-        snapshots = _dirs(fs, table.path)
+    for table in subfolders(fs, f"{root}/sources"):
+        snapshots = subfolders(fs, table.path)
         committed = [s.base_name for s in snapshots if not s.base_name.startswith(STAGING)]
         for snap in snapshots:
             name = snap.base_name
@@ -103,11 +104,6 @@ def _referenced_snapshots(catalog: StoreCatalog) -> tuple[set[tuple[str, str]], 
             continue
         referenced |= set(_SNAPSHOT_REF.findall(text))
     return referenced, warnings
-
-
-def _dirs(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
-    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    return sorted((i for i in infos if i.type == pafs.FileType.Directory), key=lambda i: i.base_name)
 
 
 def _text(fs: pafs.FileSystem, path: str) -> str | None:

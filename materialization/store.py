@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
 from materialization.catalog import STAGING, StoreCatalog, StoreError, check_run_id, located, portable
+from materialization.integrity import Files, manifest, manifest_digest
 from segmenter.parser import SourceRef
 
 ROW_ID = "_rid"
@@ -164,6 +165,10 @@ class ResultsStore:
     def size(self, path: str) -> int:
         return int(self._fs.getContentSummary(self._Path(path)).getLength())
 
+    def manifest(self, path: str) -> Files:
+        """Size and sha256 of each file under ``path`` (for the record that lists them)."""
+        return manifest(self.catalog.fs, self.catalog.root + path.removeprefix(self.uri))
+
     def list_dirs(self, path: str) -> list[str]:
         if not self.exists(path):
             return []
@@ -245,6 +250,7 @@ class ResultsStore:
                 "table": name,
                 "key": list(key),
                 "columns": columns,
+                "files": self.manifest(staging),
                 "snapshot": final,
                 "rows": rows,
                 "created": datetime.now(UTC).isoformat(),
@@ -305,6 +311,11 @@ class ResultsStore:
             meta = self.read_record(f"{snapshot}/{SOURCE_META}")
             self._meta_cache[snapshot] = meta
         return meta
+
+    def inputs(self, snapshots: list[str]) -> list[list[str]]:
+        """What a run records of the snapshots it reads: [snapshot, digest of its file list]
+        (a list, not a mapping: records keep paths in values, where a moved store finds them)."""
+        return [[s, manifest_digest(self._source_meta(s).get("files", {}))] for s in snapshots]
 
     def resolve(self, paths: list[str]) -> SourceRef | None:
         """The registered snapshot a relation reads, recognised by its path."""

@@ -16,11 +16,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -28,7 +31,8 @@ from cda_workload.cli import main
 from materialization import StoreError
 from materialization.catalog import check_run_id
 from segmenter.errors import LineageError
-from tracing import LineageSession
+from tests.failing_udf import fragile
+from tracing import LineageSession, Run
 
 
 @pytest.mark.parametrize(
@@ -215,7 +219,7 @@ def test_gc_removes_only_what_no_run_reads(als: LineageSession, tmp_path: Path) 
     assert als.table("nums").filter("grp = 1").count() == 4  # the current snapshot
 
     # other columns under a registered name: only when asked for
-    with pytest.raises(StoreError, match=re.escape("'nums' is registered with other columns (id bigint, grp")):
+    with pytest.raises(StoreError, match=re.escape("'nums' is registered with other columns (id bigint")):
         als.register_table("nums", frame.rename(columns={"grp": "group"}), key="id")
     als.register_table("nums", frame.rename(columns={"grp": "group"}), key="id", replace=True)
     assert als.table("nums").columns == ["id", "group"]
@@ -322,3 +326,81 @@ def test_concurrent_writers_and_a_killed_one_lose_nothing(spark: SparkSession, t
     code, out, _ = _al("gc", "--store", als.store.uri, "--older-than", "0")
     named = sorted(p for line in out.splitlines() if "staging-" in (p := line.split()[2]))
     assert code == 0 and named == left, (delay, left, out)
+
+
+def test_damaged_or_edited_files_are_errors_naming_them(als: LineageSession) -> None:
+    """Every file of a run and of a snapshot is listed with its size and sha256 in its record,
+    a cached reason is named by its sha256: an edited stored value (rewritten, or one byte
+    changed in place), an edited source row, an edited cached reason, a missing or an added
+    file make the question fail in one line naming the file, `al verify` lists them all (exit
+    2), and the restored store answers as before."""
+    als.register_table("nums", pd.DataFrame({"id": range(20), "grp": [i % 3 for i in range(20)]}), key="id")
+    task = als.table("nums").filter("id < 13").withColumn("double", fragile("id")).groupBy("grp").count()
+    full = als.run(task, strategy="full")
+    lazy = als.run(task, strategy="fm", reasons="lazy")
+    def answer(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        found = run.lineage(where="grp = 1")
+        return found.source_rows("nums"), found.reasoning_rows()
+
+    before = {r.id: answer(r) for r in (full, lazy)}
+    root = Path(als.store.path().removeprefix("file:"))
+    (cached,) = (root / "runs" / lazy.id / "reasons").glob("*/*.parquet")  # the question's reasons
+    parts = sorted((root / "runs" / full.id / "segment-1").glob("part-*.parquet"))
+    stored = next(p for p in parts if pq.read_table(p).num_rows)  # model values and reasons
+    output = sorted((root / "runs" / full.id / "output").glob("part-*.parquet"))[0]
+    snapshot = sorted((root / "sources" / "nums").glob("s*/part-*.parquet"))
+    source = next(p for p in snapshot if pq.read_table(p).num_rows)
+    code, out, _ = _al("verify", "--all", "--store", als.store.uri)
+    assert code == 0 and out.count(": ok,") == 3, out
+
+    def rewrite(path: Path, column: str, change: Callable[[Any], Any]) -> None:
+        """``change`` the first value of the first column whose name starts with ``column``."""
+        table = pq.read_table(path)
+        name = next(n for n in table.column_names if n.startswith(column))
+        values = table.column(name).to_pylist()
+        values[0] = change(values[0])
+        pq.write_table(table.set_column(table.column_names.index(name), name, pa.array(values)), path)
+
+    def shown(path: Path) -> str:
+        return path.relative_to(root).as_posix()
+
+    kept = {p: p.read_bytes() for p in (cached, stored, output, source)}
+    rewrite(stored, "double", lambda v: v + 1)  # a model's value
+    with pytest.raises(StoreError, match=re.escape(f"run {full.id} is damaged: {shown(stored)}")):
+        als.load_run(full.id)
+    code, _, err = _al("lineage", full.id, "--store", als.store.uri, "--where", "grp = 1")
+    said = [line for line in err.splitlines() if not line.startswith("[")]  # not progress
+    assert code == 2 and len(said) == 1 and said[0].startswith("al: error: run "), err
+    assert shown(stored) in said[0]
+    stored.write_bytes(kept[stored])
+
+    flipped = bytearray(kept[output])
+    flipped[len(flipped) // 2] ^= 0xFF  # same size: only the digest tells
+    output.write_bytes(flipped)
+    with pytest.raises(StoreError, match=re.escape(f"{shown(output)} was changed: its sha256 differs")):
+        als.load_run(full.id)
+    output.write_bytes(kept[output])
+
+    rewrite(source, "grp", lambda v: v + 10)
+    with pytest.raises(StoreError, match=re.escape(f"run {lazy.id} is damaged: {shown(source)}")):
+        als.load_run(lazy.id)
+    with pytest.raises(StoreError, match=re.escape(f"a source the task reads is damaged: {shown(source)}")):
+        als.run(task)
+    rewrite(cached, "__reason", lambda v: {**v, "note": "edited"})
+    (root / "runs" / full.id / "output" / "part-extra.parquet").write_bytes(kept[output])
+    code, out, err = _al("verify", "--all", "--store", als.store.uri)
+    assert code == 2 and "\nal: error: 3 of 3 damaged: " in err, (out, err)
+    for damaged in (source, cached, root / "runs" / full.id / "output" / "part-extra.parquet"):
+        assert shown(damaged) in out, out
+    source.write_bytes(kept[source])
+    with pytest.raises(StoreError, match=re.escape(f"{shown(cached)} was changed: its sha256 is not")):
+        als.load_run(lazy.id).lineage(where="grp = 1")
+
+    cached.write_bytes(kept[cached])
+    (root / "runs" / full.id / "output" / "part-extra.parquet").unlink()
+    stored.unlink()
+    with pytest.raises(StoreError, match=re.escape(f"{shown(stored)} is missing")):
+        als.load_run(full.id)
+    stored.write_bytes(kept[stored])
+    assert _al("verify", full.id, lazy.id, "--store", als.store.uri)[0] == 0
+    assert {r: answer(als.load_run(r)) for r in before} == before

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from materialization.integrity import IntegrityError, check_local, local_manifest
 from materialization.provrc.ranges import box_cells
 from materialization.provrc.regions import (
     IMAGE,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from tracing.session import Run
 
 FOLDER = "regions"
+DIGESTS = "files.json"  # in a stored region folder: its files' sizes and sha256
 Row = Mapping[str, Any] | Sequence[Any]
 
 
@@ -342,6 +344,7 @@ def region_lineage(run: Run, rows: Sequence[Row] | None = None, where: str | Non
         with tempfile.TemporaryDirectory() as tmp:
             local = os.path.join(tmp, lineage.udf)
             lineage.save(local)
+            Path(local, DIGESTS).write_text(json.dumps(local_manifest(local)))
             target = _folder(run, lineage.udf)
             run.session.store.delete(target)
             run.session.store.put(local, target)
@@ -354,8 +357,14 @@ def load_region_lineage(run: Run, udf: str) -> RegionLineage:
     target = _folder(run, udf)
     if not store.exists(target):
         raise ValueError(f"run {run.id} has no stored region lineage for {udf!r}; call region_lineage first")
-    cache = tempfile.mkdtemp(prefix="al-regions-")
-    return RegionLineage.load(store.fetch(target, cache))
+    local = store.fetch(target, tempfile.mkdtemp(prefix="al-regions-"))
+    shown = f"runs/{run.id}/{FOLDER}/{udf}"
+    try:
+        files = json.loads(Path(local, DIGESTS).read_text())
+    except (OSError, ValueError):
+        raise IntegrityError(f"run {run.id} is damaged: {shown}/{DIGESTS} is missing or damaged") from None
+    check_local(local, files, shown, f"run {run.id} is damaged")
+    return RegionLineage.load(local)
 
 
 def _folder(run: Run, udf: str) -> str:

@@ -34,6 +34,7 @@ from materialization.compile import read_columns, ref, visible
 from materialization.compressed_index import COMPRESSED
 from materialization.execute import execute_run, translate_udf_errors
 from materialization.formulas import VAR, root_vars
+from materialization.integrity import Check, budget, check_run, check_snapshot
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import settle
@@ -211,6 +212,10 @@ class LineageSession:
         if check_reasons(reasons) == "lazy" and backend != "lazy":
             raise ValueError(f"reasons='lazy' applies to backend='lazy' only (got backend={backend!r})")
         parsed = with_code(self.parse(task), task, code)
+        check = Check(self.store.catalog.fs, budget=budget())
+        for snapshot in sorted({n.snapshot for n in parsed.root.walk() if isinstance(n, Source)}):
+            check_snapshot(self.store.catalog, snapshot, None, check)
+        check.raise_any("a source the task reads is damaged")
         if backend == "lazy":
             costs = [lookup(n.udf).reason_cost for n in parsed.root.walk() if isinstance(n, Function)]
             reasons = resolve_reasons(reasons, strategy, costs)
@@ -243,6 +248,9 @@ class LineageSession:
             damaged = f"the record of run {run_id!r} holds no task this engine wrote ({exc})"
             raise StoreError(damaged) from None
         check_stored(self.spark, task, run_id)  # its expressions run at question time
+        check = Check(self.store.catalog.fs, budget=budget())
+        check_run(self.store.catalog, record, check)
+        check.raise_any(f"run {run_id} is damaged")
         return Run(self, record, task, segment(task.root))
 
     def runs(self) -> list[str]:

@@ -8,6 +8,7 @@ so before a question starts): every file local, every expression on the allow-li
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Sequence
@@ -17,11 +18,13 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Row
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from materialization.compile import TAG_PREFIX
+from materialization.integrity import Check
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
 from reasoning_udfs.udf import ReasoningUDF, lookup, parse_type, registered
@@ -135,15 +138,26 @@ def _evaluated(node: Node, aggregates: bool) -> list[Expr]:
 
 
 def _keep(table: pa.Table, folder: str) -> None:
-    """Cache computed reasons in the run (a new file each time: concurrent questions never
-    write the same file); a read-only store just keeps none."""
-    name = f"{folder}/{uuid.uuid4().hex}"
+    """Cache computed reasons in the run, in a file named by its sha256 (concurrent questions
+    never write the same file; a reader checks each against its name); a read-only store just
+    keeps none."""
+    tmp = f"{folder}/{uuid.uuid4().hex}.tmp"
     try:
         os.makedirs(folder, exist_ok=True)
-        pq.write_table(table, f"{name}.tmp")
-        os.replace(f"{name}.tmp", f"{name}.parquet")  # readers never see half a file
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as f:
+            name = hashlib.file_digest(f, "sha256").hexdigest()
+        os.replace(tmp, f"{folder}/{name}.parquet")  # readers never see half a file
     except OSError:
         pass
+
+
+def _cached(folder: str, shown: str, run: str) -> list[str]:
+    """The cached reasons files in ``folder``, each checked against its name."""
+    check = Check(pafs.LocalFileSystem())
+    good = check.named(folder, shown)
+    check.raise_any(f"run {run} is damaged")
+    return good
 
 
 def _arrays(table: pa.Table, args: list[str], types: list[str]) -> list[pa.Array]:
@@ -304,8 +318,10 @@ class DuckEngine:
         on = " AND ".join(f"c.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
         folder = local_path(self._in_run(f"reasons/{fn.value.id}")) or ""
         parts, missing = [], calls.rows
-        if os.path.isdir(folder):
-            cache = f"read_parquet('{folder}/*.parquet')"
+        run_id = self.restorer.run_dir.rsplit("/", 1)[-1]
+        cached = _cached(folder, f"runs/{run_id}/reasons/{fn.value.id}", run_id)
+        if cached:
+            cache = "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in cached) + "])"
             hits = f"SELECT DISTINCT k.* FROM {cache} k SEMI JOIN ({calls.rows.sql}) c ON {on}"
             parts.append(self.settle(Rel(hits, ())).rows.sql)
             missing = Rel(f"SELECT c.* FROM ({calls.rows.sql}) c ANTI JOIN {cache} k ON {on}", ())

@@ -30,6 +30,7 @@ def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models 
     sections = [
         f"<h1>{escape(title)}</h1>",
         f"<p class='al-note'>generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>",
+        *(f"<p class='al-warning'>Warning: {escape(w)}</p>" for w in run.warnings),
         "<h2>Task</h2>",
         run_html(run),
         "<h2>Models</h2>",
@@ -58,6 +59,7 @@ def _heading(lineage: AugmentedLineage) -> str:
 PAGE_STYLE = """
 body.al { max-width: 1100px; margin: 20px auto; padding: 0 16px; }
 .al section.al-row { border-top: 2px solid #333; margin-top: 24px; }
+.al .al-warning { background: #fff3cd; border-left: 4px solid #a15c00; padding: 6px 10px; }
 """
 
 
@@ -93,6 +95,7 @@ def report_dict(
             "segments": run.segments(),
         },
         "models": _model_rows(run, models or {}),
+        "warnings": run.warnings,
         "answers": answers,
     }
 

@@ -123,11 +123,10 @@ def lineage(args: argparse.Namespace, progress: Progress) -> None:
 
 def report(args: argparse.Namespace, progress: Progress) -> None:
     from cda_workload.audit_report import audit_report, report_dict, to_json, write_text
-    from cda_workload.udfs import udf_models
 
     run = _load(args, progress)
     lineages = _per_row(run, args, progress)
-    models = udf_models(sorted(run.record.get("udfs", {})))
+    models = run.models
     written = [write_text(audit_report(run, lineages, models), args.output)]
     if args.json_out:
         written.append(write_text(to_json(report_dict(run, lineages, models)), args.json_out))

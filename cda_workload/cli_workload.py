@@ -21,7 +21,7 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
     from cda_workload.bench import Case, prepare
     from cda_workload.cda_queries import QUERIES
     from cda_workload.tracking import tracked_run
-    from cda_workload.udfs import model_checksums, udf_models
+    from cda_workload.udfs import model_checksums
 
     als = open_session(args.store, progress, args.verbose)
     als.scale_factor = args.sf  # each run logs itself into the demo's MLflow run
@@ -53,7 +53,7 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
             print(lineage)
             out = Path(args.store) / f"lineage-{name}-{run.id}.json"
             out.write_text(lineage.to_json())
-            html = audit_report(run, [lineage], udf_models(sorted(run.record["udfs"])))
+            html = audit_report(run, [lineage], run.models)
             report = write_text(html, Path(args.store) / f"report-{name}-{run.id}.html")
             mlflow.log_metrics(
                 {f"{name}.task_s": task_s, f"{name}.derive_s": derive_s, f"{name}.output_rows": rows}

@@ -20,6 +20,7 @@ from materialization.garbage import OWNER, owner
 from materialization.indexes import IndexBuilder
 from materialization.store import ResultsStore
 from materialization.strategies import run_mode, stores
+from models.checksums import udf_models
 from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task, to_dict
@@ -78,6 +79,7 @@ def execute_run(
             "output": {"dir": "output", "rows": output_rows, "bytes": store.size(out_path)},
             "udfs": {n.udf: lookup(n.udf).import_path() for n in task.root.walk() if isinstance(n, Function)},
         }
+        record["models"] = udf_models(sorted(record["udfs"]))  # the weights the run was made with
         if captured is not None:
             progress("building the lineage indexes")
             captured["segments"][str(root.id)]["output"] = "output"

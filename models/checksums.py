@@ -3,6 +3,8 @@ reports and MLflow params name the exact model behind a decision."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from models.paths import models_dir, sha256
 
 MODEL_OF_UDF = {"person_detection": "yolo", "text_sentiment": "sentiment"}
@@ -30,3 +32,15 @@ def udf_models(udfs: list[str]) -> dict[str, dict[str, str]]:
         u: {"weights": sums[f"model.{MODEL_OF_UDF[u]}"], "sha256": sums[f"model.{MODEL_OF_UDF[u]}.sha256"]}
         for u in wanted
     }
+
+
+def changed_weights(recorded: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """One line for each model UDF whose weights differ now from those a run recorded (what
+    the run was made with): values and reasons computed now would come from other weights."""
+    now = udf_models(sorted(recorded)) if recorded else {}
+    return [
+        f"the weights of {udf} ({m['weights']}) changed since the run: sha256 {m['sha256'][:12]}… then, "
+        f"{now[udf]['sha256'][:12]}… now; values and reasons computed now may differ from the run's"
+        for udf, m in sorted(recorded.items())
+        if udf in now and now[udf]["sha256"] != m["sha256"]
+    ]

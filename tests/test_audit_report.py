@@ -10,6 +10,7 @@ import base64
 import io
 import re
 import shutil
+from html import escape
 from pathlib import Path
 
 import pandas as pd
@@ -119,3 +120,28 @@ def test_sentiment_and_attribution_reasons_are_drawn() -> None:
     assert "<svg" in call and "<details>" in call  # drawn, raw reason folded away
     plain = render_call({"x": 1}, "a", {"attributes": ["Debt"]})
     assert "<svg" not in plain and "<details open>" in plain
+
+
+def test_changed_weights_are_reported_in_answers_and_reports(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run records the sha256 of the weights it was made with; opened where those weights
+    now differ, its answers and reports say so, and the report lists the recorded ones."""
+    from models import yolo_detector
+
+    real = yolo_detector.weights_path()
+    models = tmp_path / "models"
+    (models / "yolo").mkdir(parents=True)
+    (models / "sentiment").symlink_to(real.parent.parent / "sentiment")
+    (models / yolo_detector.WEIGHTS).write_bytes(real.read_bytes() + b"\0")  # hashed, never loaded
+    assert run.session.load_run(run.id).warnings == []
+    monkeypatch.setenv("AL_MODELS_DIR", str(models))
+    loaded = run.session.load_run(run.id)
+    (warning,) = loaded.warnings
+    recorded = run.record["models"]["person_detection"]["sha256"]
+    assert warning.startswith("the weights of person_detection (yolo/") and recorded[:12] in warning
+    answer = loaded.lineage()
+    assert str(answer).startswith(f"Warning: {warning}") and answer.to_dict()["warnings"] == [warning]
+    html = audit_report(loaded, [answer], loaded.models)
+    assert f"Warning: {escape(warning)}" in html and recorded in html
+    assert report_dict(loaded, [answer], loaded.models)["warnings"] == [warning]

@@ -55,6 +55,7 @@ class AugmentedLineage:
     scope: str | None = None  # set when the answer covers less than every table, row by row
     confidence: ConfidenceAnswer | None = None  # the rows' probabilities (confidence runs)
     engine: str | None = None  # which engine ran the tracing queries (lazy answers)
+    warnings: list[str] = field(default_factory=list)  # e.g. a model's weights changed since the run
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     # --- accessors ----------------------------------------------------------------------------
@@ -122,13 +123,14 @@ class AugmentedLineage:
             "tracing_queries": [q.__dict__ for q in self.queries],
             "engine": self.engine,
             "confidence": self.confidence.to_dict() if self.confidence is not None else None,
+            "warnings": self.warnings,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
     def __str__(self) -> str:
-        lines = []
+        lines = [f"Warning: {w}" for w in self.warnings]
         if self.targets is not None:
             targets = collect_rows(self.targets)
             lines.append(f"Augmented lineage of {len(targets)} output row(s)")

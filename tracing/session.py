@@ -41,6 +41,7 @@ from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
 from materialization.store import DERIVED, ResultsStore, StoreError, Uncertainty, new_id
 from materialization.strategies import check_reasons, check_strategy, resolve_reasons
+from models.checksums import changed_weights, udf_models
 from reasoning_udfs.udf import load_declared, lookup
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task, from_dict
@@ -251,7 +252,7 @@ class LineageSession:
         check = Check(self.store.catalog.fs, budget=budget())
         check_run(self.store.catalog, record, check)
         check.raise_any(f"run {run_id} is damaged")
-        return Run(self, record, task, segment(task.root))
+        return Run(self, record, task, segment(task.root), changed_weights(record.get("models", {})))
 
     def runs(self) -> list[str]:
         return self.store.run_ids()
@@ -260,16 +261,32 @@ class LineageSession:
 class Run:
     """A task run kept in the results store."""
 
-    def __init__(self, session: LineageSession, record: dict[str, Any], task: Task, root: Segment):
+    def __init__(
+        self,
+        session: LineageSession,
+        record: dict[str, Any],
+        task: Task,
+        root: Segment,
+        warnings: Sequence[str] = (),
+    ):
+        """``warnings``: what an answer from this run should say, e.g. that a model's weights
+        changed since the run was made."""
         self.session = session
         self.record = record
         self.task = task
         self.root = root
+        self.warnings = list(warnings)
         self._indexes: dict[str, EagerIndex] = {}
 
     @property
     def id(self) -> str:
         return self.record["run_id"]
+
+    @property
+    def models(self) -> dict[str, dict[str, str]]:
+        """The weights file and sha256 behind each model UDF, as recorded when the run was
+        made (for a run recorded before runs held them: the files there now)."""
+        return self.record.get("models") or udf_models(sorted(self.record.get("udfs", {})))
 
     @property
     def strategy(self) -> str:
@@ -379,9 +396,12 @@ class Run:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         with tuned_for_lookups(self.session.spark):
             if backend in CAPTURED:
-                return self._eager_lineage(self._index(backend), where, rows, sample, seed)
-            engine = engine or os.environ.get("AL_TRACING_ENGINE", "auto")
-            return self._lineage(where, rows, sample, seed, engine)
+                found = self._eager_lineage(self._index(backend), where, rows, sample, seed)
+            else:
+                engine = engine or os.environ.get("AL_TRACING_ENGINE", "auto")
+                found = self._lineage(where, rows, sample, seed, engine)
+        found.warnings = list(self.warnings)
+        return found
 
     def forward(
         self,

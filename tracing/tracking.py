@@ -66,8 +66,6 @@ def _experiment(name: str, artifact_location: str | None) -> str:
 
 def run_params(run: Run, scale_factor: float | None = None) -> dict[str, str]:
     """What identifies a task run: its id, strategy, backend, task kind, models and checksums."""
-    from models.checksums import udf_models  # deferred: may import torch to find weights
-
     udfs = sorted(run.record.get("udfs", {}))
     params = {
         "run_id": run.id,
@@ -77,7 +75,7 @@ def run_params(run: Run, scale_factor: float | None = None) -> dict[str, str]:
     }
     if udfs:
         params["udfs"] = ",".join(udfs)
-    for udf, model in udf_models(udfs).items():
+    for udf, model in run.models.items():
         params.update({f"model.{udf}": model["weights"], f"model.{udf}.sha256": model["sha256"]})
     if scale_factor is not None:
         params["scale_factor"] = str(scale_factor)

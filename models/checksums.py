@@ -5,17 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from models.paths import models_dir, sha256
+from models.paths import SENTIMENT_MODEL, YOLO_WEIGHTS, models_dir, sha256
 
 MODEL_OF_UDF = {"person_detection": "yolo", "text_sentiment": "sentiment"}
 
 
 def model_checksums() -> dict[str, str]:
     """sha256 of each model's weights, for run records (models absent here are named so)."""
-    from models import sentiment_model, yolo_detector  # deferred: importing torch takes seconds
-
     sums = {}
-    for name, relative in (("yolo", yolo_detector.WEIGHTS), ("sentiment", sentiment_model.MODEL)):
+    for name, relative in (("yolo", YOLO_WEIGHTS), ("sentiment", SENTIMENT_MODEL)):
         path = models_dir() / relative
         sums[f"model.{name}"] = relative
         sums[f"model.{name}.sha256"] = sha256(path) if path.exists() else "missing"

@@ -12,6 +12,8 @@ from segmenter.errors import LineageError
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "YOLO_OFFLINE"):
     os.environ.setdefault(_var, "1")
 
+YOLO_WEIGHTS = "yolo/yolov8n_int8_rebuilt.pt"  # under AL_MODELS_DIR (MANIFEST.md)
+SENTIMENT_MODEL = "sentiment/minilm-l6-sst2"  # a Hugging Face folder
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _DEFAULT_SHARED = _REPO_ROOT.parent / "shared"
 
@@ -50,13 +52,22 @@ def _existing(root: Path, relative: str, env: str, how_to_get: str) -> Path:
     return path
 
 
-@cache
-def sha256(path: Path) -> str:
-    """Checksum of a weights file or of every file in a weights folder (for audit records)."""
-    digest = hashlib.sha256()
+def sha256(path: Path, fresh: bool = False) -> str:
+    """Checksum of a weights file or of every file in a weights folder (for audit records);
+    hashed again only when a file's size or modification time changed, or when ``fresh``
+    (before loading: a replaced file can keep both)."""
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for file in files:
+    stamped = tuple((f, f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    return _hash(stamped) if fresh else _remembered(stamped)
+
+
+def _hash(files: tuple[tuple[Path, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for file, _, _ in files:
         with file.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()
+
+
+_remembered = cache(_hash)

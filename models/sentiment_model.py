@@ -24,14 +24,15 @@ from typing import Any, NamedTuple
 
 import torch
 
-from models.paths import model_file
+from models.paths import SENTIMENT_MODEL, ModelNotFoundError, model_file
 
-MODEL = "sentiment/minilm-l6-sst2"
+MODEL = SENTIMENT_MODEL
 HOW_TO_GET = (
     "online, any Hugging Face SST-2 sequence classifier will do (e.g. "
     "distilbert-base-uncased-finetuned-sst-2-english): save its model and tokenizer with "
     "save_pretrained() into that folder"
 )
+WEIGHTS = "model.safetensors"
 MAX_LENGTH = 128
 CHUNK = 32
 IG_STEPS = 8
@@ -49,13 +50,23 @@ class Explained(NamedTuple):
 
 
 def load() -> tuple[Any, Any]:
-    """(tokenizer, model) for the current ``AL_MODELS_DIR``, loaded on first use only."""
+    """(tokenizer, model) for the current ``AL_MODELS_DIR``, loaded on first use only.
+
+    Safely: weights only from ``model.safetensors`` (plain tensors; a ``pytorch_model.bin`` is
+    a pickle, and unpickling a planted one runs its code), no code from the folder, no network.
+    """
     path = model_file(MODEL, HOW_TO_GET)
     if path not in _LOADED:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+        if not (path / WEIGHTS).is_file():
+            raise ModelNotFoundError(
+                f"expected {path / WEIGHTS}: only safetensors weights are loaded, never pickled ones "
+                f"such as pytorch_model.bin; {HOW_TO_GET}"
+            )
+        safe = {"trust_remote_code": False, "local_files_only": True}
+        tokenizer = AutoTokenizer.from_pretrained(path, **safe)
+        model = AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=True, **safe).eval()
         model.requires_grad_(False)  # attributions need input gradients only
         _LOADED[path] = (tokenizer, model)
     return _LOADED[path]

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.paths import model_file, sha256
+from models.paths import YOLO_WEIGHTS, model_file, sha256
 from segmenter.errors import LineageError
 
 if TYPE_CHECKING:
     from ultralytics import YOLO
 
-WEIGHTS = "yolo/yolov8n_int8_rebuilt.pt"
+WEIGHTS = YOLO_WEIGHTS
 HOW_TO_GET = (
     "it is YOLOv8n rebuilt from the official int8 TFLite export (see shared/MANIFEST.md section 1); "
     "with network access the standard Ultralytics weights work too: run YOLO('yolov8n.pt') once "
@@ -63,7 +63,7 @@ def check_trusted(path: Path) -> str:
     """The sha256 of ``path`` if it is a known weights file (or one ``AL_TRUSTED_WEIGHTS``
     names, comma-separated), else a one-line error: Ultralytics loads a ``.pt`` with
     ``torch.load(weights_only=False)``, which unpickles, so a replaced file could run code."""
-    digest = sha256.__wrapped__(path)  # read now: the file may have changed since
+    digest = sha256(path, fresh=True)  # read now: the file may have changed since
     extra = {d.strip() for d in os.environ.get("AL_TRUSTED_WEIGHTS", "").split(",") if d.strip()}
     if digest not in TRUSTED_WEIGHTS | extra:
         raise UntrustedWeightsError(

@@ -4,17 +4,19 @@ through Spark in reasoning mode."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 from pyspark.sql import SparkSession
 
-from models import ModelNotFoundError, sentiment_model
+from models import ModelNotFoundError, models_dir, sentiment_model
 from models.credit_model import CLASSES, FEATURES, trained
 from reasoning_udfs.credit_exam import CreditExam, credit_exam, credit_exam_lime
 from reasoning_udfs.text_sentiment import text_sentiment
 from reasoning_udfs.udf import UDFRowError
+from tests.planted import Planted
 
 GREAT, TERRIBLE = "This product is great", "Terrible, it broke after a day"
 PIECES = "The cinematography was unbelievably mesmerizing"  # both long words split into ##pieces
@@ -69,10 +71,23 @@ def test_modes_agree_and_blank_text_is_null() -> None:
 
 def test_missing_model_dir_names_the_expected_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The cache is keyed by the model's path, so pointing AL_MODELS_DIR elsewhere is seen at once.
+    real = models_dir() / sentiment_model.MODEL
     monkeypatch.setenv("AL_MODELS_DIR", str(tmp_path))
     with pytest.raises(ModelNotFoundError, match="save_pretrained") as info:
         text_sentiment.main("fine")
     assert str(tmp_path / sentiment_model.MODEL) in str(info.value)
+    # weights only from safetensors: a pickle planted in their place is refused, never unpickled
+    folder = tmp_path / sentiment_model.MODEL
+    folder.mkdir(parents=True)
+    for file in real.iterdir():
+        if file.name != sentiment_model.WEIGHTS:
+            (folder / file.name).symlink_to(file)
+    marker = tmp_path / "ran"
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Planted(str(marker))))
+    with pytest.raises(ModelNotFoundError, match="only safetensors weights are loaded") as info:
+        text_sentiment.main("fine")
+    assert str(folder / sentiment_model.WEIGHTS) in str(info.value) and "\n" not in str(info.value)
+    assert not marker.exists()
 
 
 @BOTH

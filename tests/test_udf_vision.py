@@ -20,7 +20,8 @@ from reasoning_udfs import person_detection as person_detection_module
 from reasoning_udfs.face_recognition import face_recognition
 from reasoning_udfs.name_from_path import name_from_path
 from reasoning_udfs.person_detection import person_detection
-from reasoning_udfs.udf import UDFRowError
+from reasoning_udfs.udf import ERROR_MARKER, UDFRowError
+from tests.planted import Planted
 
 VAL = "coco_sample/images/val2017"
 WITH_PERSON = f"{VAL}/000000000785.jpg"  # label file: one large person (class 0)
@@ -103,6 +104,21 @@ def test_missing_or_broken_image_names_the_path(tmp_path: Path) -> None:
     broken.write_text("not a jpeg")
     with pytest.raises(ValueError, match=re.escape(f"cannot be decoded: {broken}")):
         images.read_image(str(broken))
+    # cv2 decodes a cut-off JPEG with only a warning; it must fail in one line naming UDF and row
+    whole = (data_dir() / WITH_PERSON).read_bytes()
+    truncated = tmp_path / "truncated.jpg"
+    truncated.write_bytes(whole[: len(whole) * 6 // 10])
+    row = re.escape(f"{truncated} on input row ('{truncated}',)")
+    for udf in (person_detection, face_recognition):
+        cause = rf"^{ERROR_MARKER}\[{udf.name}\] raised ValueError: image file is truncated \(.*\): {row}"
+        with pytest.raises(UDFRowError, match=cause) as info:
+            udf.main_with_reason_batch([(WITH_PERSON,), (str(truncated),)])
+        assert "\n" not in str(info.value)
+    damaged = bytearray(whole)
+    damaged[4 + int.from_bytes(whole[4:6], "big")] = 0  # the second segment's marker
+    broken.write_bytes(damaged)
+    with pytest.raises(ValueError, match=re.escape("image file is corrupt (no JPEG marker at byte")):
+        images.read_image(str(broken))
 
 
 def test_missing_weights_name_the_expected_file(
@@ -130,7 +146,7 @@ def test_replaced_weights_are_not_unpickled(monkeypatch: pytest.MonkeyPatch, tmp
     marker = tmp_path / "ran"
     planted = tmp_path / "yolo" / "yolov8n_int8_rebuilt.pt"
     planted.parent.mkdir()
-    planted.write_bytes(pickle.dumps(_Planted(str(marker))))
+    planted.write_bytes(pickle.dumps(Planted(str(marker))))
     monkeypatch.setenv("AL_MODELS_DIR", str(tmp_path))
     with pytest.raises(
         yolo_detector.UntrustedWeightsError, match=r"has sha256 [0-9a-f]{64}, not the known"
@@ -140,16 +156,6 @@ def test_replaced_weights_are_not_unpickled(monkeypatch: pytest.MonkeyPatch, tmp
     digest = re.search(r"sha256 ([0-9a-f]{64})", str(info.value)).group(1)  # type: ignore[union-attr]
     monkeypatch.setenv("AL_TRUSTED_WEIGHTS", f"other, {digest}")
     assert yolo_detector.check_trusted(planted) == digest
-
-
-class _Planted:
-    """What a planted pickle carries: code run when it is loaded."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple[object, tuple[str, str]]:
-        return (open, (self.marker, "w"))
 
 
 def test_face_recognition_on_held_out_images() -> None:

@@ -296,20 +296,25 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def case_arguments(parser: argparse.ArgumentParser, cases: str, out: str) -> None:
+    """The options of a benchmark over cases (see :func:`parse_cases`)."""
+    parser.add_argument("--cases", default=cases, help=f"loan, tpch:Qn, cda:Qn (comma list; default {cases})")
+    parser.add_argument("--tpch-sf", default="1", help="TPC-H scale factor (default 1)")
+    parser.add_argument("--cda-sf", default="0.01", help="scale factor of the CDA database (default 0.01)")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--data", default="bench_data", help="generated data and the results store")
+    parser.add_argument("--out", default=out, help=f"output folder (default ./{out})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cda_workload.bench_latency",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--cases", default="loan,tpch:Q3,tpch:Q10", help="loan, tpch:Qn, cda:Qn (comma list)")
-    parser.add_argument("--tpch-sf", default="1", help="TPC-H scale factor (default 1)")
-    parser.add_argument("--cda-sf", default="0.01", help="scale factor of the CDA database (default 0.01)")
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
-    parser.add_argument("--seed", type=int, default=7)
+    case_arguments(parser, "loan,tpch:Q3,tpch:Q10", "bench_latency")
     parser.add_argument("--task-time", action="store_true", help="also time the task: baseline, fm, fm-lazy")
-    parser.add_argument("--data", default="bench_data", help="generated data and the results store")
-    parser.add_argument("--out", default="bench_latency", help="output folder (default ./bench_latency)")
     args = parser.parse_args(argv)
     cases = parse_cases(args.cases, args.tpch_sf, args.cda_sf)
     out, data = Path(args.out), Path(args.data)

@@ -1,7 +1,7 @@
 """MLflow tracking of ``als.run`` on real MLflow (sqlite files in tmp folders, read back with
-MlflowClient): into the active run as MLflow's fluent API does, one run per task run when the
-session asks, nothing otherwise, and a broken tracking store costs a warning, not the run.
-Also the code a run records for a DataFrame task."""
+MlflowClient): a nested run of the active run per task run, as MLflow's fluent API does, a
+top-level one when the session asks, nothing otherwise, and a broken tracking store costs a
+warning, not the run. Also the code a run records for a DataFrame task."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _runs_in(uri: str) -> list:
     return client.search_runs(ids)
 
 
-def test_runs_log_into_the_active_mlflow_run(als: LineageSession, tmp_path: Path) -> None:
+def test_runs_log_as_nested_runs_of_the_active_mlflow_run(als: LineageSession, tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     experiment = mlflow.create_experiment("user", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -43,21 +43,29 @@ def test_runs_log_into_the_active_mlflow_run(als: LineageSession, tmp_path: Path
         first = als.run(loan_task(als), code=CODE)
         second = als.run(SQL, strategy="full")
     client = MlflowClient(uri)
-    data = client.get_run(active.info.run_id).data
-    expected = {"run_id": first.id, "strategy": "fm", "backend": "lazy", "task_kind": "dataframe"}
-    assert {k: data.params[k] for k in expected} == expected and data.params["udfs"] == "credit_rules"
-    later = f"{second.id}."  # a second task run's params would clash: they carry its id
-    assert (data.params[later + "strategy"], data.params[later + "task_kind"]) == ("full", "sql")
-    for run, prefix in ((first, ""), (second, later)):
-        assert data.metrics[prefix + "output_rows"] == run.output.count()
-        assert data.metrics[prefix + "task_seconds"] == pytest.approx(run.record["task_seconds"])
-        assert data.metrics[prefix + "lineage_store_bytes"] == run.stored_bytes + run.index_bytes
-        logged = client.download_artifacts(active.info.run_id, f"lineage_runs/{run.id}.json", str(tmp_path))
-        assert json.loads(Path(logged).read_text())["run_id"] == run.id
-    assert data.metrics["lineage_store_bytes"] > 0  # fm kept the φ segment's input
+    parent = f"tags.mlflow.parentRunId = '{active.info.run_id}'"
+    children = {r.data.tags["al.run_id"]: r.info.run_id for r in client.search_runs([experiment], parent)}
+    assert set(children) == {first.id, second.id}
+    assert client.get_run(active.info.run_id).data.params == {}  # nothing merged into the user's run
+    tables = {first.id: {"client", "debt", "loan"}, second.id: {"client"}}
+    for run, kind in ((first, "dataframe"), (second, "sql")):
+        logged = client.get_run(children[run.id])
+        tags, params, metrics = logged.data.tags, logged.data.params, logged.data.metrics
+        assert logged.info.run_name == run.id and tags["al.store"] == als.store.uri
+        assert tags["al.task_kind"] == kind and params["strategy"] == run.strategy and "run_id" not in params
+        assert metrics["output_rows"] == run.output.count()
+        assert metrics["task_seconds"] == pytest.approx(run.record["task_seconds"])
+        assert metrics["lineage_store_bytes"] == run.stored_bytes + run.index_bytes
+        inputs = logged.inputs.dataset_inputs
+        assert {d.dataset.name for d in inputs} == tables[run.id]
+        assert {t.value for d in inputs for t in d.tags if t.key == "mlflow.data.context"} == {"source"}
+        record = client.download_artifacts(logged.info.run_id, "lineage_run.json", str(tmp_path / run.id))
+        assert json.loads(Path(record).read_text())["run_id"] == run.id
+    assert client.get_run(children[first.id]).data.tags["al.udfs"] == "credit_rules"
+    assert client.get_run(children[first.id]).data.metrics["lineage_store_bytes"] > 0  # fm kept φ's input
     assert mlflow.active_run() is None
     als.run(SQL)  # no active run, option off: nothing logged
-    assert len(_runs_in(uri)) == 1
+    assert len(_runs_in(uri)) == 3
 
 
 def test_session_option_starts_one_mlflow_run_per_task_run(
@@ -68,7 +76,7 @@ def test_session_option_starts_one_mlflow_run_per_task_run(
     run = tracked.run(SQL)
     (logged,) = _runs_in(f"sqlite:///{tmp_path / 'ml' / 'mlflow.db'}")
     assert logged.info.run_name == run.id and mlflow.active_run() is None
-    assert logged.data.params["run_id"] == run.id and logged.data.params["scale_factor"] == "0.01"
+    assert logged.data.tags["al.run_id"] == run.id and logged.data.params["scale_factor"] == "0.01"
     assert logged.info.artifact_uri.startswith((tmp_path / "ml" / "artifacts").as_uri())
 
 

@@ -1,7 +1,11 @@
-"""MLflow tracking of task runs, on MLflow's fluent model: ``als.run`` inside ``with
-mlflow.start_run():`` logs into that run; ``LineageSession(mlflow=True | folder | URI)`` starts
-one per run when none is active. Tracking is a side record: when MLflow fails, the lineage run
-is kept and a warning says why.
+"""MLflow tracking of task runs, laid out as MLflow users expect: ``als.run`` inside ``with
+mlflow.start_run():`` logs each task run as a nested run of that one (fluent API);
+``LineageSession(mlflow=True | folder | URI)`` starts a top-level one per task run when none
+is active. Each holds ``al.*`` tags (run id, store, task kind, UDFs), the settings and the
+models' weights and sha256 as params, metrics, the source snapshots read as dataset inputs and
+the run's record as an artifact; commands such as ``al report --mlflow`` add their files to
+it, found by its ``al.run_id`` tag. Tracking is a side record: when MLflow fails, the lineage
+run is kept and a warning says why.
 
 The default tracking store is embedded: a sqlite database and an artifact folder under one
 local directory, unless ``MLFLOW_TRACKING_URI`` points elsewhere (e.g. a tracking server)."""
@@ -12,7 +16,6 @@ import json
 import os
 import re
 import sys
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,17 +67,22 @@ def _experiment(name: str, artifact_location: str | None) -> str:
     return mlflow.create_experiment(name, artifact_location=artifact_location)
 
 
-def run_params(run: Run, scale_factor: float | None = None) -> dict[str, str]:
-    """What identifies a task run: its id, strategy, backend, task kind, models and checksums."""
-    udfs = sorted(run.record.get("udfs", {}))
-    params = {
-        "run_id": run.id,
-        "strategy": run.strategy,
-        "backend": run.backend,
-        "task_kind": "sql" if run.task.language == "sql" else "dataframe",
+def run_tags(run: Run) -> dict[str, str]:
+    """What finds a task run's MLflow run again: its id and store, what kind of task it was."""
+    tags = {
+        "al.run_id": run.id,
+        "al.store": run.session.store.uri,
+        "al.task_kind": "sql" if run.task.language == "sql" else "dataframe",
     }
+    udfs = sorted(run.record.get("udfs", {}))
     if udfs:
-        params["udfs"] = ",".join(udfs)
+        tags["al.udfs"] = ",".join(udfs)
+    return tags
+
+
+def run_params(run: Run, scale_factor: float | None = None) -> dict[str, str]:
+    """How the run was made: strategy, backend, and the weights file and sha256 of each model."""
+    params = {"strategy": run.strategy, "backend": run.backend}
     for udf, model in run.models.items():
         params.update({f"model.{udf}": model["weights"], f"model.{udf}.sha256": model["sha256"]})
     if scale_factor is not None:
@@ -93,8 +101,8 @@ def run_metrics(run: Run) -> dict[str, float]:
 
 
 def track(run: Run, option: Option, scale_factor: float | None = None) -> str | None:
-    """Log ``run`` into the active MLflow run, or into a new one when ``option`` asks for it;
-    the MLflow run id, or None when nothing was logged."""
+    """Log ``run`` as a nested run of the active MLflow run, or into a new one when ``option``
+    asks for it; the MLflow run id, or None when nothing was logged."""
     if option is False:
         return None
     loaded = sys.modules.get("mlflow")  # no active run can exist before user code imports mlflow
@@ -103,9 +111,11 @@ def track(run: Run, option: Option, scale_factor: float | None = None) -> str | 
         return None
     try:
         if active is not None:
-            return _log(active.info.run_id, run, scale_factor)
+            within = active.info.experiment_id  # a nested run goes where its parent is
+            with loaded.start_run(experiment_id=within, run_name=run.id, nested=True) as child:
+                return _log(run, scale_factor, child.info.run_id)
         with tracked_run(EXPERIMENT, run.id, None if option is True else str(option)) as started:
-            return _log(started.info.run_id, run, scale_factor)
+            return _log(run, scale_factor, started.info.run_id)
     except Exception as exc:  # a tracking failure must not lose the lineage run
         warnings.warn(
             f"MLflow tracking of run {run.id} failed, the run is kept in the store: "
@@ -115,25 +125,30 @@ def track(run: Run, option: Option, scale_factor: float | None = None) -> str | 
         return None
 
 
-def _log(mlflow_run: str, run: Run, scale_factor: float | None) -> str:
-    """Params and metrics in one batch, the run's record as a JSON artifact. The first task
-    run logged into an MLflow run uses plain names; a later one, whose params would clash
-    (MLflow params cannot change), prefixes its names with its run id."""
+def _log(run: Run, scale_factor: float | None, mlflow_run: str) -> str:
+    """Into the active MLflow run: tags, params and metrics, the snapshots read as dataset
+    inputs, the run's record as an artifact."""
+    import mlflow
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.data.spark_dataset_source import SparkDatasetSource
+
+    mlflow.set_tags(run_tags(run))
+    mlflow.log_params(run_params(run, scale_factor))
+    mlflow.log_metrics(run_metrics(run))
+    for snapshot, digest in run.record.get("inputs", []):
+        table = snapshot.rstrip("/").split("/")[-2]
+        source = MetaDataset(SparkDatasetSource(path=snapshot), name=table, digest=digest[:16])
+        mlflow.log_input(source, context="source")
+    mlflow.log_text(json.dumps(run.record, indent=2, default=str), "lineage_run.json")
+    return mlflow_run
+
+
+def tracked_run_of(run: Run) -> str | None:
+    """The MLflow run a task run was logged as (its ``al.run_id`` tag), in the current
+    tracking store; None if it was not."""
     from mlflow import MlflowClient
-    from mlflow.entities import Metric, Param
 
     client = MlflowClient()
-    params = run_params(run, scale_factor)
-    metrics = run_metrics(run)
-    held = client.get_run(mlflow_run).data.params
-    if any(held.get(k, v) != v for k, v in params.items()):
-        params = {f"{run.id}.{k}": v for k, v in params.items()}
-        metrics = {f"{run.id}.{k}": v for k, v in metrics.items()}
-    now = int(time.time() * 1000)
-    client.log_batch(
-        mlflow_run,
-        metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-        params=[Param(k, v) for k, v in params.items()],
-    )
-    client.log_text(mlflow_run, json.dumps(run.record, indent=2, default=str), f"lineage_runs/{run.id}.json")
-    return mlflow_run
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = client.search_runs(experiments, filter_string=f"tags.`al.run_id` = '{run.id}'", max_results=1)
+    return found[0].info.run_id if found else None

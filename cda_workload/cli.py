@@ -6,6 +6,7 @@
     al report RUN_ID --sample 3 -o report.html         a self-contained HTML audit report
     al gc --store al_store [--apply]                   what no run will read again (dry run)
     al verify RUN_ID... | --all                        check stored files against their digests
+    al export RUN_ID --format openlineage              the run as an OpenLineage RunEvent (JSON)
     al demo                                            CDA queries with real models, explained
     al bench --queries Q3,Q9                           the benchmark of section 7
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from importlib.metadata import version
 
 from cda_workload.cli_lineage import add_lineage_commands
 from cda_workload.cli_workload import add_workload_commands
@@ -31,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="al", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    top.add_argument("--version", action="version", version=f"al {version('augmented-lineage')}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--verbose", action="store_true", help="show the stack trace of an error")

@@ -1,13 +1,12 @@
 """The lineage commands: ``run`` a task file, list the ``runs`` of a store, derive
-``lineage`` for output rows, write an audit ``report``; ``gc`` and ``verify`` the store."""
+``lineage`` for output rows, write an audit ``report``, ``export`` a run for lineage catalogs;
+``gc`` and ``verify`` the store."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cda_workload.local_session import existing_store, open_session
@@ -19,14 +18,14 @@ if TYPE_CHECKING:
 
 
 def run_task(args: argparse.Namespace, progress: Progress) -> None:
-    """Run a task file; with ``--mlflow`` inside an MLflow run, which the run logs itself into."""
+    """Run a task file; with ``--mlflow`` the run logs itself as an MLflow run of its own."""
     from cda_workload.task_file import load_task, task_code
-    from tracing.tracking import tracked_run
 
     als = open_session(args.store, progress, args.verbose)
+    if args.mlflow:
+        als.mlflow = args.mlflow_dir or True
     task = load_task(args.taskfile, als)
-    tracking = tracked_run("al", f"run-{Path(args.taskfile).stem}", args.mlflow_dir) if args.mlflow else None
-    with progress.working(f"running {args.taskfile}"), tracking or contextlib.nullcontext() as tracked:
+    with progress.working(f"running {args.taskfile}"):
         code = task_code(args.taskfile, task)
         run = als.run(task, strategy=args.strategy, backend=args.backend, code=code, reasons=args.reasons)
     record = run.record
@@ -35,8 +34,8 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
         f"(strategy {run.strategy}, backend {run.backend}, stored {run.stored_tuples} tuples)"
     )
     print(run.segments())
-    if tracked is not None:
-        _say_tracked(tracked.info.run_id)
+    if run.mlflow_run is not None:
+        _say_tracked(run.mlflow_run)
 
 
 def list_runs(args: argparse.Namespace, progress: Progress) -> None:
@@ -52,6 +51,7 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
                     "backend": r.get("backend", "lazy"),
                     "output_rows": r["output"]["rows"],
                     "created": r.get("created", ""),
+                    "task": _task_line(r["task"]),
                 }
             )
         except (StoreError, KeyError, TypeError) as exc:  # one damaged run hides no other
@@ -70,6 +70,15 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
     print("  ".join(k.ljust(w) for k, w in widths.items()))
     for r in rows:
         print("  ".join(str(r[k]).ljust(w) for k, w in widths.items()))
+
+
+def _task_line(task: dict[str, Any], width: int = 60) -> str:
+    """The task as one short line: its SQL or code, whitespace collapsed (Spark's plan is not
+    something a person wrote, so only its kind)."""
+    if task.get("language") not in ("sql", "code") or not task.get("text"):
+        return "(a DataFrame)"
+    line = " ".join(str(task["text"]).split())
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def collect_garbage(args: argparse.Namespace, progress: Progress) -> None:
@@ -137,6 +146,17 @@ def report(args: argparse.Namespace, progress: Progress) -> None:
         _track(args, run, {"lineage_seconds": seconds, "answers": len(lineages)}, written)
 
 
+def export(args: argparse.Namespace, progress: Progress) -> None:
+    """`al export`: the run (opened, so checked against its digests) for a lineage catalog."""
+    from cda_workload.audit_report import write_text
+
+    text = json.dumps(_open_run(args, progress).openlineage(args.namespace), indent=2)
+    if args.output is None:
+        print(text)
+    else:
+        print(f"wrote {write_text(text, args.output)}")
+
+
 def _ask(run: Run, args: argparse.Namespace) -> AugmentedLineage:
     """The lineage of the rows the options choose (--most-uncertain: a confidence run's rows
     whose probability is closest to ½)."""
@@ -152,6 +172,10 @@ def _load(args: argparse.Namespace, progress: Progress) -> Run:
     for option, n in (("--sample", args.sample), ("--most-uncertain", args.most_uncertain)):
         if n is not None and n < 1:
             raise ValueError(f"{option} must be at least 1, got {n}")
+    return _open_run(args, progress)
+
+
+def _open_run(args: argparse.Namespace, progress: Progress) -> Run:
     existing_store(args.store).read_run(args.run_id)  # a typo fails before Spark starts
     return open_session(args.store, progress, args.verbose).load_run(args.run_id)
 
@@ -174,15 +198,21 @@ def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[Aug
 
 
 def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifacts: list) -> None:
-    """Record the command in MLflow: the run's settings and models, metrics, files."""
+    """Add what the command made (metrics, files) to the MLflow run the task run was logged
+    as (its ``al.run_id`` tag), or to a new one that records the task run, if there is none."""
     import mlflow
 
     from cda_workload.audit_report import log_to_mlflow
-    from tracing.tracking import run_params, tracked_run
+    from tracing.tracking import EXPERIMENT, run_params, run_tags, tracked_run_of, use_tracking_store
 
-    with tracked_run("al", f"{args.command}-{run.id}", args.mlflow_dir) as tracked:
-        mlflow.log_params(run_params(run))
-        mlflow.log_metrics(metrics)
+    experiment = use_tracking_store(EXPERIMENT, args.mlflow_dir)
+    found = tracked_run_of(run)
+    opened = mlflow.start_run(run_id=found) if found else mlflow.start_run(experiment, run_name=run.id)
+    with opened as tracked:
+        if found is None:
+            mlflow.set_tags(run_tags(run))
+            mlflow.log_params(run_params(run))
+        mlflow.log_metrics({f"{args.command}.{k}": v for k, v in metrics.items()})
         log_to_mlflow(artifacts)
     _say_tracked(tracked.info.run_id)
 
@@ -190,11 +220,12 @@ def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifact
 def _say_tracked(mlflow_run: str) -> None:
     import mlflow
 
-    print(f"MLflow run {mlflow_run} in {mlflow.get_tracking_uri()} (experiment al)")
+    print(f"MLflow run {mlflow_run} in {mlflow.get_tracking_uri()}")
 
 
 def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """``run``, ``runs``, ``lineage`` and ``report`` with their options."""
+    """``run``, ``runs``, ``gc``, ``verify``, ``lineage``, ``report`` and ``export`` with their
+    options."""
     store = argparse.ArgumentParser(add_help=False)
     store.add_argument(
         "--store", default="al_store", help="results store: a folder or URI (default ./al_store)"
@@ -290,6 +321,20 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=lineage)
+
+    p = sub.add_parser(
+        "export",
+        parents=[common, store],
+        help="export a run for a lineage catalog (an OpenLineage RunEvent as JSON)",
+        description="One OpenLineage RunEvent (COMPLETE) for a run: its source snapshots as inputs, its "
+        "output with column lineage, its model calls and where to ask for per-row lineage as facets; "
+        "for Marquez, DataHub or OpenMetadata (docs/openlineage.md).",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id, as `al runs` lists them")
+    p.add_argument("--format", choices=["openlineage"], default="openlineage", help="(default openlineage)")
+    p.add_argument("--namespace", help="the job's OpenLineage namespace (default the store's URI)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the JSON here (default stdout)")
+    p.set_defaults(func=export)
 
     p = sub.add_parser(
         "report",

@@ -17,10 +17,10 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
     """Generate SF 0.01, run a few CDA queries under FM, explain some output rows."""
     import mlflow
 
-    from cda_workload.audit_report import audit_report, log_to_mlflow, write_text
+    from cda_workload.audit_report import audit_report, write_text
     from cda_workload.bench import Case, prepare
     from cda_workload.cda_queries import QUERIES
-    from cda_workload.tracking import tracked_run
+    from cda_workload.tracking import tracked_run, tracked_run_of
     from cda_workload.udfs import model_checksums
 
     als = open_session(args.store, progress, args.verbose)
@@ -55,11 +55,13 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
             out.write_text(lineage.to_json())
             html = audit_report(run, [lineage], run.models)
             report = write_text(html, Path(args.store) / f"report-{name}-{run.id}.html")
-            mlflow.log_metrics(
-                {f"{name}.task_s": task_s, f"{name}.derive_s": derive_s, f"{name}.output_rows": rows}
-            )
-            mlflow.log_artifact(str(out))
-            log_to_mlflow([report])
+            logged = tracked_run_of(run)  # the query's nested run: its answer and report go there
+            if logged is not None:
+                client = mlflow.MlflowClient()
+                client.set_tag(logged, "al.query", name)
+                client.log_metric(logged, "derive_seconds", derive_s)
+                client.log_artifact(logged, str(out), "lineage")
+                client.log_artifact(logged, str(report), "audit")
         print(f"\nruns are in the results store {als.store.uri}; lineage JSON and audit reports beside them")
         print(f"MLflow run {tracked.info.run_id} in {mlflow.get_tracking_uri()} (experiment cda-demo)")
         print(f"ask again later: al lineage <run id> --store {args.store} --sample 1")

@@ -87,8 +87,9 @@ def test_runs_lists_the_run(store: str, run_id: str) -> None:
     code, out = _main("runs", "--store", store)
     assert code == 0
     header, row = out.splitlines()
-    assert header.split() == ["id", "strategy", "backend", "output_rows", "created"]
+    assert header.split() == ["id", "strategy", "backend", "output_rows", "created", "task"]
     assert row.split()[:4] == [run_id, "fm", "lazy", "3"]
+    assert row.split(maxsplit=5)[5].startswith('"""The paper\'s loan example as a task file'), row
 
 
 def test_lineage_json(commands: dict) -> None:
@@ -129,22 +130,32 @@ def test_user_errors_exit_2_in_one_line(store: str, capsys: pytest.CaptureFixtur
     assert not typo.exists()  # reading a store never creates one
 
 
-def test_report_command_writes_html_json_and_mlflow(store: str, run_id: str, tmp_path: Path) -> None:
+def test_report_command_writes_html_json_and_mlflow(tmp_path: Path) -> None:
+    """`al run --mlflow` logs the task run as an MLflow run of its own; `al report --mlflow`
+    adds the report files to that same MLflow run."""
     import mlflow
 
+    store = str(tmp_path / "store")
+
+    tracking = ("--mlflow", "--mlflow-dir", str(tmp_path / "mlflow"))
+    code, out = _main("run", str(ROOT / "examples" / "loan.py"), "--store", store, *tracking)
+    assert code == 0, out
+    run_id, task_run = out.split()[1].rstrip(":"), out.split("MLflow run ")[1].split()[0]
     html, js = tmp_path / "report.html", tmp_path / "report.json"
     code, out = _main(
-        "report", run_id, "--store", store, "--sample", "2", "-o", str(html), "--json-out", str(js),
-        "--mlflow", "--mlflow-dir", str(tmp_path / "mlflow"),
-    )  # fmt: skip
+        "report", run_id, "--store", store, "--sample", "2", "-o", str(html), "--json-out", str(js), *tracking
+    )
     assert code == 0, out
     assert "register_loan_tables(als)" in html.read_text()  # the task file's code, shown as SQL is
     content = json.loads(js.read_text())
     assert content["run"]["id"] == run_id and len(content["answers"]) == 2  # one answer per row
     assert all(len(a["targets"]) == 1 for a in content["answers"])
-    tracked = out.split("MLflow run ")[1].split()[0]
-    logged = {a.path for a in mlflow.MlflowClient().list_artifacts(tracked, "audit")}
+    assert out.split("MLflow run ")[1].split()[0] == task_run
+    client = mlflow.MlflowClient()
+    logged = {a.path for a in client.list_artifacts(task_run, "audit")}
     assert logged == {"audit/report.html", "audit/report.json"}
+    tracked = client.get_run(task_run).data
+    assert tracked.tags["al.run_id"] == run_id and tracked.metrics["report.answers"] == 2
     page = render(html, tmp_path / "loan-report.png")
     assert page.console == [] and page.images == 0
     ARTIFACTS.mkdir(exist_ok=True)

@@ -232,7 +232,7 @@ class LineageSession:
             confidence=backend == "confidence", reasons=reasons,
         )
         done = Run(self, record, parsed, root)
-        track(done, self.mlflow, self.scale_factor)
+        done.mlflow_run = track(done, self.mlflow, self.scale_factor)
         return done
 
     def load_run(self, run_id: str) -> Run:
@@ -276,6 +276,7 @@ class Run:
         self.task = task
         self.root = root
         self.warnings = list(warnings)
+        self.mlflow_run: str | None = None  # the MLflow run it was logged as by this process
         self._indexes: dict[str, EagerIndex] = {}
 
     @property
@@ -663,6 +664,13 @@ class Run:
                 f"{len(missing)} of the given rows are not in the output of run {self.id}, e.g. {shown}"
             )
         return out.join(given, [out[c].eqNullSafe(given[c]) for c in cols], "left_semi")
+
+    def openlineage(self, namespace: str | None = None) -> dict[str, Any]:
+        """This run as one OpenLineage RunEvent (JSON-able) for catalogs such as Marquez;
+        ``namespace``: the job's (default the store's URI). docs/openlineage.md"""
+        from tracing.openlineage_event import openlineage_event  # an answer imports no exporter
+
+        return openlineage_event(self.record, self.task, self.session.store.uri, namespace)
 
 
 def _source_keys(task: Task) -> dict[str, tuple[str, ...]]:

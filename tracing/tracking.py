@@ -35,7 +35,16 @@ _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # a scheme (sqlite:, http:, fil
 
 @contextmanager
 def tracked_run(experiment: str, run_name: str, root: str | Path | None = None) -> Iterator[Any]:
-    """``with tracked_run("cda-bench", "sf0.01"):`` → an active MLflow run in ``experiment``.
+    """``with tracked_run("cda-bench", "sf0.01"):`` → an active MLflow run in ``experiment``
+    of the tracking store :func:`use_tracking_store` picks for ``root``."""
+    import mlflow
+
+    with mlflow.start_run(experiment_id=use_tracking_store(experiment, root), run_name=run_name) as run:
+        yield run
+
+
+def use_tracking_store(experiment: str, root: str | Path | None = None) -> str:
+    """Point MLflow at a tracking store; the id of ``experiment`` there (made if new).
 
     ``root``: a tracking URI, or a local folder (sqlite + artifacts inside). A folder given wins;
     without one, ``MLFLOW_TRACKING_URI`` (a server) is used when set, else ``DEFAULT_DIR``.
@@ -45,17 +54,14 @@ def tracked_run(experiment: str, run_name: str, root: str | Path | None = None) 
 
     if root is not None and _URI.match(str(root)):
         mlflow.set_tracking_uri(str(root))
-        experiment_id = _experiment(experiment, None)
-    elif root is None and "MLFLOW_TRACKING_URI" in os.environ:
+        return _experiment(experiment, None)
+    if root is None and "MLFLOW_TRACKING_URI" in os.environ:
         mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
-        experiment_id = _experiment(experiment, None)
-    else:
-        folder = Path(root or DEFAULT_DIR).resolve()
-        folder.mkdir(parents=True, exist_ok=True)
-        mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
-        experiment_id = _experiment(experiment, (folder / "artifacts").as_uri())
-    with mlflow.start_run(experiment_id=experiment_id, run_name=run_name) as run:
-        yield run
+        return _experiment(experiment, None)
+    folder = Path(root or DEFAULT_DIR).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
+    return _experiment(experiment, (folder / "artifacts").as_uri())
 
 
 def _experiment(name: str, artifact_location: str | None) -> str:

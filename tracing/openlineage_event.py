@@ -1,0 +1,320 @@
+"""A run as one OpenLineage RunEvent, so catalogs that read OpenLineage (Marquez, DataHub,
+OpenMetadata) show which source snapshots and models produced its output, and link back to
+the row-level answers only this project gives.
+
+A run's record and task in, an event out (nothing else is read but the reason types of the
+UDFs installed packages declare). Built from the ``openlineage-python``
+client's classes (generated from the spec), so the JSON has the spec's shape and the client
+can emit it unchanged. Column lineage follows column ids through the operator tree: what a
+column's value is computed from is DIRECT; what decides which rows exist (filters, join and
+grouping keys, order) is INDIRECT, at the dataset level.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Any
+
+import attr
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import (
+    JobFacet,
+    RunFacet,
+    column_lineage_dataset,
+    dataset_version_dataset,
+    datasource_dataset,
+    output_statistics_output_dataset,
+    schema_dataset,
+    source_code_job,
+    sql_job,
+)
+from openlineage.client.serde import Serde
+
+from reasoning_udfs.udf import load_declared
+from segmenter import operators as ops
+
+# a URN: the project has no public URL to name (OpenLineage asks for a URI, e.g. a git tag)
+PRODUCER = f"urn:augmented-lineage:{version('augmented-lineage')}"
+PREFIX = "augmentedLineage"  # custom facet names start with the producer's name (spec convention)
+
+
+def openlineage_event(
+    record: Mapping[str, Any], task: ops.Task, store: str, namespace: str | None = None
+) -> dict[str, Any]:
+    """The run as a COMPLETE RunEvent in JSON form (see :func:`run_event`)."""
+    return Serde.to_dict(run_event(record, task, store, namespace))
+
+
+def run_event(
+    record: Mapping[str, Any], task: ops.Task, store: str, namespace: str | None = None
+) -> RunEvent:
+    """The run ``record`` (with its parsed ``task``) of results store ``store`` as a COMPLETE
+    RunEvent; ``namespace``: the job's (default the store's URI, where its datasets live).
+    The runId is a UUID derived from store and run id, so exporting twice names one run."""
+    run_id = record["run_id"]
+    ol_run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{store}/runs/{run_id}"))
+    facets: dict[str, RunFacet] = {
+        f"{PREFIX}_modelCalls": ModelCallsRunFacet(udfs=_model_calls(record, task), producer=PRODUCER),
+        f"{PREFIX}_execution": ExecutionRunFacet(
+            strategy=record["strategy"],
+            backend=record.get("backend", "lazy"),
+            reasons=record.get("reasons"),
+            producer=PRODUCER,
+        ),
+        f"{PREFIX}_rowLineage": RowLineageRunFacet(
+            store=store,
+            runId=run_id,
+            command=f"al lineage {run_id} --store {shlex.quote(store)}",
+            producer=PRODUCER,
+        ),
+    }
+    return RunEvent(
+        eventType=RunState.COMPLETE,
+        eventTime=record["created"],
+        producer=PRODUCER,
+        run=Run(runId=ol_run_id, facets=facets),
+        job=Job(namespace=namespace or store, name=job_name(task), facets=_job_facets(task)),
+        inputs=_inputs(task, store),
+        outputs=[_output(record, task, store)],
+    )
+
+
+def job_name(task: ops.Task) -> str:
+    """``al.<tables read>.<digest>``: the same task gives the same job in every run (the
+    digest is of the tree with the user's names, which do not change between sessions)."""
+    tables = dict.fromkeys(n.table for n in task.root.walk() if isinstance(n, ops.Source))
+    digest = hashlib.sha256(ops.pretty(task.render()).encode()).hexdigest()[:8]
+    return f"al.{'_'.join(tables)}.{digest}"
+
+
+@attr.define
+class ModelCallsRunFacet(RunFacet):
+    """Each UDF the task calls: where it comes from, the weights and sha256 the run used, the
+    type of its reasons and the calls (value column, arguments)."""
+
+    udfs: list[dict[str, Any]]
+
+
+@attr.define
+class ExecutionRunFacet(RunFacet):
+    """How the run was kept: what an auditor needs to know how its answers are derived."""
+
+    strategy: str
+    backend: str
+    reasons: str | None = None  # older runs did not record it
+
+
+@attr.define
+class RowLineageRunFacet(RunFacet):
+    """Where the per-row answers (source rows and model reasons of one output row) are asked."""
+
+    store: str
+    runId: str
+    command: str
+
+
+def _model_calls(record: Mapping[str, Any], task: ops.Task) -> list[dict[str, Any]]:
+    """Each UDF once, with all its call sites (a task may call one model on two columns)."""
+    calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for node in task.root.walk():
+        if isinstance(node, ops.Function):
+            args = [ops.pretty(a.sql) for a in node.args]
+            calls[node.udf].append({"value": node.value.name, "arguments": args})
+    models = record.get("models") or {}
+    found = []
+    for name in sorted(calls):
+        udf = load_declared(name)  # declared by an installed package or already imported
+        entry = {"name": name, "module": record.get("udfs", {}).get(name), **models.get(name, {})}
+        entry |= {"reasonType": udf.reason_type if udf else None, "calls": calls[name]}
+        found.append({k: v for k, v in entry.items() if v is not None})
+    return found
+
+
+def _job_facets(task: ops.Task) -> dict[str, JobFacet]:
+    if task.language == "sql" and task.text:
+        return {"sql": sql_job.SQLJobFacet(query=task.text, dialect="spark", producer=PRODUCER)}
+    if task.language == "code":
+        code = source_code_job.SourceCodeJobFacet(language="python", sourceCode=task.text, producer=PRODUCER)
+        return {"sourceCode": code}
+    return {}  # Spark's analyzed plan is no code a catalog should show
+
+
+def _schema(cols: Iterable[ops.Col]) -> schema_dataset.SchemaDatasetFacet:
+    fields = [schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.dtype) for c in cols]
+    return schema_dataset.SchemaDatasetFacet(fields=fields, producer=PRODUCER)
+
+
+def _inputs(task: ops.Task, store: str) -> list[InputDataset]:
+    """One dataset per snapshot read (a table read twice, e.g. a self-join, once)."""
+    read: dict[str, ops.Source] = {}
+    for node in task.root.walk():
+        if isinstance(node, ops.Source):
+            read.setdefault(node.snapshot, node)
+    return [
+        InputDataset(
+            namespace=store,
+            name=source.table,
+            facets={
+                "schema": _schema(source.cols),
+                "version": dataset_version_dataset.DatasetVersionDatasetFacet(
+                    datasetVersion=snapshot.rsplit("/", 1)[-1], producer=PRODUCER
+                ),
+                "dataSource": datasource_dataset.DatasourceDatasetFacet(
+                    name=store, uri=snapshot, producer=PRODUCER
+                ),
+            },
+        )
+        for snapshot, source in read.items()
+    ]
+
+
+def _output(record: Mapping[str, Any], task: ops.Task, store: str) -> OutputDataset:
+    lineage = ColumnLineage(task)
+    output = record["output"]
+    return OutputDataset(
+        namespace=store,
+        name=f"runs/{record['run_id']}/{output['dir']}",
+        facets={"schema": _schema(task.output), "columnLineage": lineage.facet(task.output, store)},
+        outputFacets={
+            "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                rowCount=output["rows"], size=output["bytes"], producer=PRODUCER
+            )
+        },
+    )
+
+
+# --- column lineage ---------------------------------------------------------------------------
+
+SUBTYPES = ("IDENTITY", "TRANSFORMATION", "AGGREGATION")  # DIRECT ones, weakest first
+SourceColumn = tuple[str, str]  # (table, column name)
+
+
+@dataclass(frozen=True)
+class Via:
+    """How a value reaches a column from a source column: the strongest step on the way and
+    the UDFs it passed through (the model calls a catalog user asks about)."""
+
+    subtype: str = "IDENTITY"
+    udfs: frozenset[str] = frozenset()
+
+    def then(self, subtype: str, udfs: frozenset[str] = frozenset()) -> Via:
+        return Via(max(self.subtype, subtype, key=SUBTYPES.index), self.udfs | udfs)
+
+
+Origins = dict[SourceColumn, Via]
+
+
+class ColumnLineage:
+    """The source columns behind every column of a task's tree (DIRECT), and those that
+    decide which rows there are (INDIRECT: subtype FILTER, JOIN, GROUP_BY or SORT)."""
+
+    def __init__(self, task: ops.Task) -> None:
+        self.indirect: dict[SourceColumn, set[str]] = defaultdict(set)
+        self.columns = self._walk(task.root)
+        for key in task.order:
+            self._decides(self.columns, key.expr.refs, "SORT")
+
+    def facet(
+        self, output: Iterable[ops.Col], store: str
+    ) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+        """The columnLineage facet of ``output``; a column computed from no source column
+        (``COUNT(*)``) has only the dataset-level lineage."""
+        fields = {
+            c.name: column_lineage_dataset.Fields(
+                inputFields=[
+                    _field(store, src, [_transformation("DIRECT", via.subtype, via.udfs)])
+                    for src, via in sorted(self.columns[c.id].items())
+                ]
+            )
+            for c in output
+            if self.columns[c.id]
+        }
+        dataset = [
+            _field(store, src, [_transformation("INDIRECT", s) for s in sorted(subtypes)])
+            for src, subtypes in sorted(self.indirect.items())
+        ]
+        return column_lineage_dataset.ColumnLineageDatasetFacet(
+            fields=fields, dataset=dataset, producer=PRODUCER
+        )
+
+    def _walk(self, node: ops.Node) -> dict[str, Origins]:
+        """Column id -> its origins, for the columns ``node`` gives."""
+        if isinstance(node, ops.Source):
+            return {c.id: {(node.table, c.name): Via()} for c in node.cols}
+        below = [self._walk(child) for child in node.children]
+        cols: dict[str, Origins] = {k: v for child in below for k, v in child.items()}
+        if isinstance(node, ops.Selection | ops.Join):
+            kind = "FILTER" if isinstance(node, ops.Selection) else "JOIN"
+            for cond in node.condition:
+                self._decides(cols, cond.refs, kind)
+        elif isinstance(node, ops.Projection):
+            return {c.id: _derive(cols, e, "TRANSFORMATION") for c, e in node.outputs}
+        elif isinstance(node, ops.Aggregation):
+            for _, key in node.keys:
+                self._decides(cols, key.refs, "GROUP_BY")
+            keys = set(node.key_ids)
+            return {
+                c.id: _derive(cols, e, "TRANSFORMATION" if c.id in keys else "AGGREGATION")
+                for c, e in node.outputs
+            }
+        elif isinstance(node, ops.Union):  # each input's columns feed the outputs by position
+            return {
+                out.id: _merge(got[child.match_columns()[i].id] for got, child in zip(below, node.inputs))
+                for i, out in enumerate(node.outputs)
+            }
+        elif isinstance(node, ops.Difference):  # the right input's rows remove left rows
+            self._decides(below[1], [c.id for c in node.right.match_columns()], "FILTER")
+        elif isinstance(node, ops.Generate):
+            cols |= {o.id: _derive(cols, node.generator, "TRANSFORMATION") for o in node.outputs}
+        elif isinstance(node, ops.Function):
+            read = (cols[c.id] for c in node.arg_columns())
+            made = _through(read, "TRANSFORMATION", frozenset({node.udf}))
+            cols |= {node.value.id: made, node.reason.id: made}
+        return {c.id: cols[c.id] for c in node.columns}
+
+    def _decides(self, cols: Mapping[str, Origins], refs: Iterable[str], subtype: str) -> None:
+        for ref in refs:
+            for src in cols[ref]:
+                self.indirect[src].add(subtype)
+
+
+def _derive(cols: Mapping[str, Origins], expr: ops.Expr, subtype: str) -> Origins:
+    """Origins of a value computed by ``expr``: a bare column keeps its own."""
+    bare = expr.is_column()
+    if bare is not None:
+        return cols[bare]
+    return _through((cols[ref] for ref in expr.refs), subtype)
+
+
+def _through(parts: Iterable[Origins], subtype: str, udfs: frozenset[str] = frozenset()) -> Origins:
+    return {src: via.then(subtype, udfs) for src, via in _merge(parts).items()}
+
+
+def _merge(parts: Iterable[Origins]) -> Origins:
+    merged: Origins = {}
+    for part in parts:
+        for src, via in part.items():
+            merged[src] = merged[src].then(via.subtype, via.udfs) if src in merged else via
+    return merged
+
+
+def _field(
+    store: str, src: SourceColumn, transformations: list[column_lineage_dataset.Transformation]
+) -> column_lineage_dataset.InputField:
+    table, column = src
+    return column_lineage_dataset.InputField(
+        namespace=store, name=table, field=column, transformations=transformations
+    )
+
+
+def _transformation(
+    kind: str, subtype: str, udfs: frozenset[str] = frozenset()
+) -> column_lineage_dataset.Transformation:
+    description = f"through UDF {', '.join(sorted(udfs))}" if udfs else None
+    return column_lineage_dataset.Transformation(type=kind, subtype=subtype, description=description)

@@ -323,29 +323,55 @@ class Task:
     language: str = "sql"  # of text: sql, code (the caller's) or plan (Spark's analyzed plan)
 
     def render(self) -> str:
+        names = display_names(self.root)
         lines = []
         if self.limit is not None:
             lines.append(f"limit {self.limit}")
         if self.order:
             keys = ", ".join(f"{k.expr.sql} {'ASC' if k.ascending else 'DESC'}" for k in self.order)
-            lines.append(f"order by {keys}")
-        lines.append(render_tree(self.root))
+            lines.append(f"order by {pretty(keys, names)}")
+        lines.append(render_tree(self.root, names=names))
         return "\n".join(lines)
 
 
-_ID = re.compile(r"`?([A-Za-z0-9_]+?)__u?\d+`?")
+_ID = re.compile(r"`?([A-Za-z0-9_]+?)__u?\d+((?:_w\d+)*)`?")  # a column id; _w<k>: a CTE's copy
+_DECIMAL = re.compile(r"\b(\d+(?:\.\d+)?)BD\b")  # Spark's decimal literal suffix (1BD)
 
 
-def pretty(sql: str) -> str:
-    """SQL for people: column ids shown as the user's column names."""
-    return _ID.sub(r"\1", sql)
+def pretty(sql: str, names: dict[str, str] | None = None) -> str:
+    """SQL for people: column ids shown as the names ``names`` gives them (see
+    :func:`display_names`), else as the user's column names."""
+    found = names or {}
+    shown = _ID.sub(lambda m: found.get(m.group(0).strip("`"), m.group(1)), sql)
+    return _DECIMAL.sub(r"\1", shown)
 
 
-def render_tree(node: Node, indent: int = 0) -> str:
+def display_names(root: Node) -> dict[str, str]:
+    """Each column id of the tree as people call it: its name, qualified by its table where
+    columns of two tables share it (``debt.ClientID = client.ClientID``, not
+    ``ClientID = ClientID``)."""
+    names: dict[str, str] = {}
+    tables: dict[str, str] = {}
+    for node in root.walk():
+        for c in node.columns:
+            names.setdefault(c.id, c.name)
+        if isinstance(node, Source):
+            tables.update({c.id: node.table for c in node.cols})
+    homes: dict[str, set[str]] = {}
+    for cid, table in tables.items():
+        homes.setdefault(names[cid], set()).add(table)
+    return {
+        cid: f"{tables[cid]}.{name}" if cid in tables and len(homes[name]) > 1 else name
+        for cid, name in names.items()
+    }
+
+
+def render_tree(node: Node, indent: int = 0, names: dict[str, str] | None = None) -> str:
     """Indented tree, one operator a line with its attributes and conditions."""
+    names = names if names is not None else display_names(node)
     pad = "  " * indent
-    lines = [f"{pad}{node.symbol} {type(node).__name__}: {pretty(node.describe())}"]
-    lines += [render_tree(child, indent + 1) for child in node.children]
+    lines = [f"{pad}{node.symbol} {type(node).__name__}: {pretty(node.describe(), names)}"]
+    lines += [render_tree(child, indent + 1, names) for child in node.children]
     return "\n".join(lines)
 
 
@@ -360,7 +386,7 @@ def _col_list(cols: tuple[Col, ...]) -> str:
 
 def _assignment(col: Col, expr: Expr) -> str:
     ref = expr.is_column()
-    if ref == col.id:
+    if ref is not None and (ref == col.id or pretty(expr.sql) == col.name):  # passed on or renamed
         return col.name
     return f"{col.name} := {expr.sql}"
 

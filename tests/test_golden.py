@@ -46,6 +46,7 @@ def test_operator_tree_and_segments_of_example_10(loan: LineageSession) -> None:
         "T Source",
     ]
     assert "Judge := credit_rules(Income" in tree
+    assert "⋈ Join: (client.ClientID = debt.ClientID) AND (client.ClientID = loan.ClientID)" in tree
     assert "month(ApplicationDate" in tree
     run_segments = loan.run(loan_task(loan), strategy="rerun").segments()
     assert run_segments.splitlines() == [

@@ -6,6 +6,7 @@ warning, not the run. Also the code a run records for a DataFrame task."""
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from pathlib import Path
 
@@ -99,6 +100,7 @@ def test_a_dataframe_task_records_its_code_or_spark_plan(als: LineageSession) ->
     planned: Run = als.load_run(als.run(loan_task(als)).id)
     assert planned.task.language == "plan" and "Aggregate [Judge" in planned.task.text
     assert "Spark&#x27;s analyzed plan" in run_html(planned)
+    assert "Aggregate [Judge" in run_html(planned) and not re.search(r"Judge#\d", run_html(planned))
     assert als.load_run(als.run(SQL).id).task.language == "sql"
     with pytest.raises(ValueError, match="code= describes a DataFrame task"):
         als.run(SQL, code=CODE)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -151,7 +152,7 @@ class AugmentedLineage:
             rows = self.calls(entry)
             lines.append(f"  {entry.udf} (segment {entry.segment}): {len(rows)} call(s)")
             for r in rows[:SHOW_ROWS]:
-                call = f"{fmt_row(r['inputs'])} -> {entry.value}={r['value']!r}"
+                call = f"{fmt_row(r['inputs'])} -> {entry.value}={shown(r['value'])}"
                 lines.append(f"    {call}  reason={_plain(r['reason'])}")
             lines += _more(len(rows), "    ")
         ran = f", {self.engine}" if self.engine else ""
@@ -200,7 +201,26 @@ def collect_rows(rows: Rows) -> list[dict[str, Any]]:
 
 
 def fmt_row(row: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_plain(v)!r}" for k, v in row.items())
+    """``k=v, …`` as a person reads it: text quoted, numbers, decimals and dates as written."""
+    return ", ".join(f"{k}={shown(_plain(v))}" for k, v in row.items())
+
+
+def shown(value: Any) -> str:
+    """A value as people write it, not as Python's repr (``199314.5778``, not
+    ``Decimal('199314.5778')``; ``1995-03-13``, not ``datetime.date(1995, 3, 13)``)."""
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    if value is None:
+        return "NULL"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return repr(value)
 
 
 def _more(n: int, pad: str = "  ") -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +123,8 @@ def run_html(run: Run) -> str:
     task = run.task
     heading = LANGUAGES.get(task.language, "Task text")
     code = task.text.strip()
+    if task.language == "plan":  # Spark's expression ids (Income#27L) mean nothing to a reader
+        code = re.sub(r"#\d+L?\b", "", code)
     text = f"<h4>{escape(heading)}</h4><pre class='al-code'>{escape(code)}</pre>" if code else ""
     return (
         f"<table>{summary}</table>{text}<h4>Operator tree and segments</h4>{tree_svg(task.root, run.root)}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from segmenter.operators import Function, Node, Source, pretty
+from segmenter.operators import Function, Node, Source, display_names, pretty
 from segmenter.segments import Segment
 
 ROW = 70  # vertical distance between tree levels
@@ -48,7 +48,8 @@ def tree_svg(root: Node, segments: Segment) -> str:
     height = depth + HALO + MARGIN + LEGEND
     parts = [_segment_band(seg, where, _colour(seg)) for seg in segments.walk()]
     parts += [_edge(where[id(p.node)], where[id(c)]) for p in placed for c in p.node.children]
-    parts += [_node(p, owner.get(id(p.node))) for p in placed]
+    names = display_names(root)
+    parts += [_node(p, owner.get(id(p.node)), names) for p in placed]
     parts.append(_legend(depth + HALO + MARGIN / 2))
     return (
         f"<svg class='al-tree' xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
@@ -120,8 +121,8 @@ def _edge(a: _Placed, b: _Placed) -> str:
     )
 
 
-def _node(p: _Placed, seg: Segment | None) -> str:
-    tip = f"{p.node.symbol} {type(p.node).__name__}: {pretty(p.node.describe())}"
+def _node(p: _Placed, seg: Segment | None, names: dict[str, str]) -> str:
+    tip = f"{p.node.symbol} {type(p.node).__name__}: {pretty(p.node.describe(), names)}"
     where = f" (segment {seg.id})" if seg is not None else " (source table)"
     head = (
         f"<g class='al-node' data-op='{escape(p.node.symbol)}'><title>{escape(tip + where)}</title>"

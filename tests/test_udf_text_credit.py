@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from pyspark.sql import SparkSession
 
 from models import ModelNotFoundError, models_dir, sentiment_model
@@ -67,6 +68,49 @@ def test_modes_agree_and_blank_text_is_null() -> None:
     pieces_words = {t["token"] for t in pairs[5][1]["tokens"]}
     assert pieces_words <= set(PIECES.split())  # WordPieces merged back into the input's words
     assert pairs[0] == text_sentiment.main_with_reason(GREAT)  # padding in a batch changes nothing
+
+
+def test_integrated_gradients_match_captum() -> None:
+    """Our IG is hand-written (batched, padded chunks) for Spark workers, so it is checked against
+    captum's LayerIntegratedGradients on the word embeddings, one unpadded sentence at a time, with
+    the same [PAD] baseline, midpoint rule, step count and target (the predicted label's margin)."""
+    from captum.attr import LayerIntegratedGradients  # 0.5 s (matplotlib): only this test pays
+
+    texts = [GREAT, TERRIBLE, PIECES, "not bad at all"]  # no word twice: words key the comparison
+    ours = sentiment_model.explain(texts, top_k=sentiment_model.MAX_LENGTH)  # every word
+    tokenizer, model = sentiment_model.load()
+
+    def margin(
+        ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor, sign: torch.Tensor
+    ) -> torch.Tensor:
+        logits = model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
+        return sign * (logits[:, 1] - logits[:, 0])
+
+    ig = LayerIntegratedGradients(margin, model.get_input_embeddings())
+    # ours are rounded to DIGITS (at most half a unit off); unrounded, float32 sums over a padded
+    # batch and over one sentence differed by 3.3e-6 at most (values up to 5.5), hence 1e-5 more
+    tolerance = 0.5 * 10**-sentiment_model.DIGITS + 1e-5
+    for text, explained in zip(texts, ours):
+        enc = tokenizer(text, return_tensors="pt")
+        words = enc.word_ids(0)
+        ids = enc["input_ids"]
+        baseline = torch.where(torch.tensor([w is not None for w in words]), tokenizer.pad_token_id, ids)
+        with torch.no_grad():
+            sign = model(**enc).logits.argmax(-1) * 2.0 - 1.0
+        attr = ig.attribute(
+            ids,
+            baseline,
+            additional_forward_args=(enc["attention_mask"], enc["token_type_ids"], sign),
+            n_steps=sentiment_model.IG_STEPS,
+            method="riemann_middle",
+        )
+        theirs: dict[str, float] = {}  # WordPieces summed into words, as ours are
+        for word, a in zip(words, attr.sum(-1)[0].tolist()):
+            if word is not None:
+                start, end = enc.word_to_chars(word)
+                theirs[text[start:end]] = theirs.get(text[start:end], 0.0) + a
+        assert dict(explained.tokens) == pytest.approx(theirs, abs=tolerance)
+        assert explained.tokens[0][0] == max(theirs, key=lambda w: abs(theirs[w]))
 
 
 def test_missing_model_dir_names_the_expected_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

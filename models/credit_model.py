@@ -54,20 +54,24 @@ class CreditModel:
         """Class indices for rows of ``FEATURES``."""
         return self.forest.predict(x)
 
-    def shap_attributions(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Class indices and, per row, the exact Shapley values of the predicted class's
-        probability for each feature (one TreeExplainer call for the whole batch)."""
+    def shap_attributions(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Class indices, per row the exact Shapley values of the predicted class's
+        probability for each feature, and the base value they add to (the class's expected
+        probability): one TreeExplainer call for the whole batch."""
         pred = self.predict(x)
         values = self.shap.shap_values(x)  # (rows, features, classes)
-        return pred, values[np.arange(len(x)), :, pred]
+        base = np.asarray(self.shap.expected_value)[pred]
+        return pred, values[np.arange(len(x)), :, pred], base
 
-    def lime_attributions(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Class indices and, per row, LIME's local linear weights for the predicted class.
+    def lime_attributions(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Class indices, per row LIME's local linear weights for the predicted class, and
+        the local model's intercept they add to.
 
         LIME samples: its random state is reseeded before each row, so a row's reason does not
         depend on which rows shared its batch (reruns must reproduce reasons)."""
         pred = self.predict(x)
         weights = np.zeros(x.shape)
+        intercepts = np.zeros(len(x))
         for i, (row, label) in enumerate(zip(x, pred)):
             self.lime.random_state.seed(SEED)  # shared with LIME's discretizer and sampler
             explanation = self.lime.explain_instance(
@@ -79,7 +83,8 @@ class CreditModel:
             )
             for feature, weight in explanation.as_map()[int(label)]:
                 weights[i, feature] = weight
-        return pred, weights
+            intercepts[i] = explanation.intercept[int(label)]
+        return pred, weights, intercepts
 
 
 @cache

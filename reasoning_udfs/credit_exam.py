@@ -41,7 +41,7 @@ class CreditExam(ReasoningUDF):
     name = "credit_exam"
     value_type = "string"
     reason_type = (
-        "struct<method: string, attributes: array<string>, "
+        "struct<method: string, attributes: array<string>, base_value: double, "
         "attributions: array<struct<attribute: string, value: double, attribution: double>>>"
     )
     method = "shap.TreeExplainer"
@@ -64,21 +64,25 @@ class CreditExam(ReasoningUDF):
         return [CLASSES[c] for c in trained().predict(x)]
 
     def _judged(self, x: np.ndarray) -> list[tuple[str, dict[str, Any]]]:
-        pred, attributions = self._attributions(trained(), x)
-        return [(CLASSES[c], self._reason(row, attr)) for c, row, attr in zip(pred, x, attributions)]
+        pred, attributions, bases = self._attributions(trained(), x)
+        explained = zip(pred, x, attributions, bases)
+        return [(CLASSES[c], self._reason(row, attr, base)) for c, row, attr, base in explained]
 
-    def _attributions(self, model: CreditModel, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _attributions(self, model: CreditModel, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return model.shap_attributions(x)
 
     def _matrix(self, rows: Sequence[tuple]) -> np.ndarray:
         return np.array([self._call_row(_features, row) for row in rows])
 
-    def _reason(self, row: np.ndarray, attr: np.ndarray) -> dict[str, Any]:
+    def _reason(self, row: np.ndarray, attr: np.ndarray, base: float) -> dict[str, Any]:
+        """Attributions ranked by size; ``base_value`` + their sum is the explainer's account
+        of the predicted class's probability (exact for SHAP, LIME's local model for LIME)."""
         ranked = sorted(range(len(FEATURES)), key=lambda j: -abs(attr[j]))
         decisive = [FEATURES[j] for j in ranked if attr[j] > 0] or [FEATURES[ranked[0]]]
         return {
             "method": self.method,
             "attributes": decisive,
+            "base_value": float(base),
             "attributions": [
                 {"attribute": FEATURES[j], "value": float(row[j]), "attribution": float(attr[j])}
                 for j in ranked
@@ -92,7 +96,7 @@ class CreditExamLime(CreditExam):
     name = "credit_exam_lime"
     method = f"lime.LimeTabularExplainer(num_samples={LIME_SAMPLES})"
 
-    def _attributions(self, model: CreditModel, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _attributions(self, model: CreditModel, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return model.lime_attributions(x)
 
 

@@ -118,6 +118,8 @@ def test_sentiment_and_attribution_reasons_are_drawn() -> None:
     assert chart.count("<rect") == 2 and "Debt = 1350" in chart and "-0.100" in chart
     call = render_call({"Income": 2200}, "Reject", {"method": "shap", "attributions": attributions})
     assert "<svg" in call and "<details>" in call  # drawn, raw reason folded away
+    based = render_call({"Income": 2200}, "Reject", {"attributions": attributions, "base_value": 0.35})
+    assert "base value 0.350 + attributions 0.300 = 0.650, the explained probability" in based
     plain = render_call({"x": 1}, "a", {"attributes": ["Debt"]})
     assert "<svg" not in plain and "<details open>" in plain
 

@@ -8,6 +8,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 from pyspark.sql import SparkSession
@@ -18,6 +19,7 @@ from reasoning_udfs.credit_exam import CreditExam, credit_exam, credit_exam_lime
 from reasoning_udfs.text_sentiment import text_sentiment
 from reasoning_udfs.udf import UDFRowError
 from tests.planted import Planted
+from tracing.lineage import AugmentedLineage, ReasoningRows
 
 GREAT, TERRIBLE = "This product is great", "Terrible, it broke after a day"
 PIECES = "The cinematography was unbelievably mesmerizing"  # both long words split into ##pieces
@@ -152,13 +154,36 @@ def test_credit_exam_on_the_paper_rows(udf: CreditExam) -> None:
 
 
 def test_shap_attributions_add_up_to_the_predicted_probability() -> None:
+    """A reason's base value plus its attributions is the value's probability; an answer's
+    calls become one shap.Explanation that SHAP's own waterfall plot draws."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import shap
+
     model = trained()
     rows = list(PAPER_ROWS)
     proba = model.forest.predict_proba(np.array(rows, dtype=float))
-    for i, (value, reason) in enumerate(credit_exam.main_with_reason_batch(rows)):
+    pairs = credit_exam.main_with_reason_batch(rows)
+    for i, (value, reason) in enumerate(pairs):
         c = CLASSES.index(value)
+        assert reason["base_value"] == pytest.approx(model.shap.expected_value[c])
         total = sum(a["attribution"] for a in reason["attributions"])
-        assert total + model.shap.expected_value[c] == pytest.approx(proba[i, c], abs=1e-6)
+        assert total + reason["base_value"] == pytest.approx(proba[i, c], abs=1e-6)
+    calls = pa.table(
+        {"Income": [r[0] for r in rows], "Debt": [r[1] for r in rows], "LoanAmount": [r[2] for r in rows],
+         "Judge": [v for v, _ in pairs], "why": [r for _, r in pairs]}
+    )  # fmt: skip
+    entry = ReasoningRows("credit_exam", 1, ("Income", "Debt", "LoanAmount"), "Judge", "why", calls)
+    explained = AugmentedLineage(source={}, reasoning=[entry], queries=[]).to_shap("credit_exam")
+    order = {tuple(map(float, r)): i for i, r in enumerate(rows)}  # reasoning_rows() sorts the calls
+    at = [order[tuple(d[explained.feature_names.index(f)] for f in FEATURES)] for d in explained.data]
+    probability = [proba[i, CLASSES.index(pairs[i][0])] for i in at]
+    assert explained.values.sum(axis=1) + explained.base_values == pytest.approx(probability, abs=1e-6)
+    assert sorted(explained.feature_names) == sorted(FEATURES)
+    shap.plots.waterfall(explained[0], show=False)  # SHAP's own plot takes it
+    with pytest.raises(ValueError, match="reasons hold attributions"):
+        AugmentedLineage(source={}, reasoning=[], queries=[]).to_shap("credit_exam")
 
 
 def test_credit_model_is_accurate_on_held_out_applicants() -> None:

@@ -98,6 +98,12 @@ class AugmentedLineage:
                 )
         return out
 
+    def to_shap(self, udf: str) -> Any:
+        """The calls of ``udf`` (a SHAP or LIME UDF) as one ``shap.Explanation``."""
+        from tracing.explanations import to_shap
+
+        return to_shap(self.reasoning_rows(udf))
+
     def calls(self, entry: ReasoningRows) -> list[dict[str, Any]]:
         """The ⟨E, Value, Reason⟩ rows of one function operator (a UDF may sit in two segments)."""
         return [r for r in self.reasoning_rows(entry.udf) if r["segment"] == entry.segment]

@@ -40,7 +40,18 @@ def _drawing(inputs: dict[str, Any], reason: Any) -> str:
         parts.append(likelihood_bar(reason["likelihood"]))
     if "attributions" in reason:
         parts.append(attribution_chart(reason["attributions"]))
+        if reason.get("base_value") is not None:
+            parts.append(_adds_up(reason))
     return "".join(parts)
+
+
+def _adds_up(reason: dict[str, Any]) -> str:
+    """How the bars add up to what the explainer explains (SHAP: the value's probability)."""
+    base, total = reason["base_value"], sum(a["attribution"] for a in reason["attributions"])
+    return (
+        f"<div class='al-note'>base value {base:.3f} {'+' if total >= 0 else '−'} attributions "
+        f"{abs(total):.3f} = {base + total:.3f}, the explained probability of the value</div>"
+    )
 
 
 def _boxes(reason: dict[str, Any]) -> list[dict[str, Any]]:

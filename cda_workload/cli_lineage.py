@@ -249,8 +249,9 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     choose.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
     choose.add_argument(
         "--backend",
-        choices=["lazy", "eager", "compressed"],
-        help="answer from the run's own backend (default), trace it (lazy), or from the indexes kept",
+        choices=["lazy", "eager", "compressed", "confidence"],
+        help="answer from the run's own backend (default), trace it (lazy), from the indexes kept "
+        "(eager, compressed), or with each row's probability (confidence runs)",
     )
     choose.add_argument(
         "--engine",

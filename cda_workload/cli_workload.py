@@ -118,8 +118,11 @@ def queries(args: argparse.Namespace, progress: Progress) -> None:
     from segmenter.segments import render_segments, segment
 
     als = open_session(args.store, progress, args.verbose)
+    prepared: set[tuple[str, str]] = set()
     for case in cda_cases([args.sf], args.queries):
-        prepare(als, case, Path(args.data), args.seed)
+        if (case.workload, case.scale) not in prepared:  # one snapshot per table, not per query
+            prepare(als, case, Path(args.data), args.seed)
+            prepared.add((case.workload, case.scale))
         task = als.parse(als.sql(case.sql))
         print(f"\n{case.query}")
         print(render_segments(segment(task.root)))

@@ -395,6 +395,11 @@ class Run:
         backend = backend or self.backend
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+        if backend == "confidence" and self.backend != "confidence":
+            raise ValueError(
+                f"run {self.id} kept no boolean lineage (backend {self.backend!r}): its rows have no "
+                "probabilities; run the task with backend='confidence'"
+            )
         with tuned_for_lookups(self.session.spark):
             if backend in CAPTURED:
                 found = self._eager_lineage(self._index(backend), where, rows, sample, seed)

@@ -23,7 +23,8 @@ from cda_workload.udfs import register_udfs_named_in, udf_models
 from tests.browser import render
 from tests.test_udf_vision import WITH_PERSON, WITHOUT_PERSON
 from tracing import AugmentedLineage, ForwardLineage, LineageSession, Run
-from tracing.render_html import run_html
+from tracing.lineage import ReasoningRows
+from tracing.render_html import lineage_html, run_html
 from tracing.render_reasons import MAX_SIDE, attribution_chart, highlighted_text, render_call
 from tracing.tracking import run_params
 
@@ -147,3 +148,11 @@ def test_changed_weights_are_reported_in_answers_and_reports(
     html = audit_report(loaded, [answer], loaded.models)
     assert f"Warning: {escape(warning)}" in html and recorded in html
     assert report_dict(loaded, [answer], loaded.models)["warnings"] == [warning]
+
+
+def test_a_call_reached_along_two_segments_is_drawn_once() -> None:
+    calls = pa.table({"Income": [2200], "Judge": ["Reject"], "why": [{"attributes": ["Debt"]}]})
+    entries = [ReasoningRows("credit_rules", s, ("Income",), "Judge", "why", calls) for s in (1, 3)]
+    html = lineage_html(AugmentedLineage(source={}, reasoning=entries, queries=[]))
+    assert html.count("class='al-call'") == 1
+    assert "Income=2200 -&gt; &#x27;Reject&#x27;: drawn above" in html

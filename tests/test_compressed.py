@@ -154,7 +154,7 @@ def test_bad_storage_choices(als: LineageSession) -> None:
     lazy = als.run(task)
     with pytest.raises(NotCapturedError, match="kept no compressed lineage indexes"):
         lazy.lineage(backend="compressed")
-    with pytest.raises(ValueError, match="kept no boolean lineage .* no probabilities"):
+    with pytest.raises(ValueError, match=r"kept no boolean lineage .* no probabilities"):
         lazy.lineage(backend="confidence")
     with pytest.raises(NotCapturedError, match="kept no captured lineage indexes"):
         lazy.forward(table="loan", ids=["L02"])

@@ -48,5 +48,12 @@ def test_tree_diagram_draws_every_operator_in_its_segment(spark: SparkSession, t
         assert len(halos) == len(seg.operators)
         outline = [c for c in band.iter(f"{SVG}circle") if c.get("fill") == "none"]
         assert ("stroke-dasharray" in outline[0].attrib) == seg.is_d
-    legend = "".join(svg.find(f"{SVG}g[@class='al-legend']").itertext())  # type: ignore[union-attr]
+    legend = _legend(svg)
     assert "Non-D segment" in legend and "D segment" in legend and "source table" in legend
+    plain = als.parse(als.sql("SELECT Country FROM client WHERE Income > 10"))
+    legend = _legend(ET.fromstring(tree_svg(plain.root, segment(plain.root))))
+    assert legend == "Non-D segmentsource table"  # no difference: no D segment in the key
+
+
+def _legend(svg: ET.Element) -> str:
+    return "".join(svg.find(f"{SVG}g[@class='al-legend']").itertext())  # type: ignore[union-attr]

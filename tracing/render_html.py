@@ -8,7 +8,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from tracing.confidence.answer import ConfidenceAnswer
-from tracing.lineage import AugmentedLineage, TraceStat, collect_rows
+from tracing.lineage import AugmentedLineage, TraceStat, collect_rows, fmt_row, shown
 from tracing.render_reasons import render_call
 from tracing.render_tree import tree_svg
 from tracing.task_code import LANGUAGES
@@ -69,14 +69,25 @@ def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
     parts.append("<h4>Reasoning lineage</h4>")
     if not lineage.reasoning:
         parts.append("<p class='al-note'>no function operator ran in reasoning mode on the way</p>")
+    drawn: set[str] = set()  # a call reached along two segments (a CTE used twice) is drawn once
     for entry in lineage.reasoning:
         calls = lineage.calls(entry)
         parts.append(f"<h5>{escape(entry.udf)} (segment {entry.segment}): {len(calls)} call(s)</h5>")
-        parts += [render_call(c["inputs"], c["value"], c["reason"]) for c in calls[:limit]]
+        for c in calls[:limit]:
+            key = repr((entry.udf, sorted(c["inputs"].items()), c["value"]))
+            if key in drawn:
+                parts.append(f"<p class='al-note'>{escape(_call_line(c))}: drawn above</p>")
+            else:
+                drawn.add(key)
+                parts.append(render_call(c["inputs"], c["value"], c["reason"]))
         if len(calls) > limit:
             parts.append(f"<p class='al-note'>… {len(calls) - limit} more call(s)</p>")
     parts += [f"<h4>Tracing queries ({lineage.seconds:.2f} s)</h4>", queries_table(lineage.queries)]
     return "".join(parts)
+
+
+def _call_line(call: dict[str, Any]) -> str:
+    return f"{fmt_row(call['inputs'])} -> {shown(call['value'])}"
 
 
 def queries_table(queries: list[TraceStat]) -> str:

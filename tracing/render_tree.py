@@ -43,14 +43,15 @@ def tree_svg(root: Node, segments: Segment) -> str:
     _place(root, 0, [MARGIN], placed)
     where = {id(p.node): p for p in placed}
     owner = {id(op): seg for seg in segments.walk() for op in seg.operators}
-    width = max(LEGEND_WIDTH, max(p.x + max(p.width / 2, RADIUS) for p in placed) + LABEL_ROOM)
+    udfs = [p.x + RADIUS + 4 + len(p.node.udf) * CHAR for p in placed if isinstance(p.node, Function)]
+    width = max(LEGEND_WIDTH, max(p.x + max(p.width / 2, RADIUS) for p in placed) + LABEL_ROOM, *udfs)
     depth = max(p.y for p in placed)
     height = depth + HALO + MARGIN + LEGEND
     parts = [_segment_band(seg, where, _colour(seg)) for seg in segments.walk()]
     parts += [_edge(where[id(p.node)], where[id(c)]) for p in placed for c in p.node.children]
     names = display_names(root)
     parts += [_node(p, owner.get(id(p.node)), names) for p in placed]
-    parts.append(_legend(depth + HALO + MARGIN / 2))
+    parts.append(_legend(depth + HALO + MARGIN / 2, any(seg.is_d for seg in segments.walk())))
     return (
         f"<svg class='al-tree' xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
         f"viewBox='0 0 {width:.0f} {height:.0f}' role='img' font-family='system-ui, sans-serif' "
@@ -145,15 +146,21 @@ def _node(p: _Placed, seg: Segment | None, names: dict[str, str]) -> str:
     )
 
 
-def _legend(y: float) -> str:
-    """Non-D band, D band (dashed), source table box."""
-    items = [
-        f"<rect x='{MARGIN}' y='{y + 6}' width='26' height='16' rx='8' fill='{NON_D[0]}' fill-opacity='0.25' "
-        f"stroke='{NON_D[0]}' stroke-width='2'/><text x='{MARGIN + 32}' y='{y + 19}'>Non-D segment</text>",
-        f"<rect x='{MARGIN + 140}' y='{y + 6}' width='26' height='16' rx='8' fill='{D}' fill-opacity='0.25' "
-        f"stroke='{D}' stroke-width='2' stroke-dasharray='6 4'/>"
-        f"<text x='{MARGIN + 172}' y='{y + 19}'>D segment (difference)</text>",
-        f"<rect x='{MARGIN + 330}' y='{y + 6}' width='26' height='16' rx='4' fill='#f2f2f2' stroke='#555'/>"
-        f"<text x='{MARGIN + 362}' y='{y + 19}'>source table</text>",
+def _legend(y: float, with_d: bool) -> str:
+    """Non-D band, D band (dashed; only when the tree has a difference), source table box."""
+    band = "rx='8' fill='{0}' fill-opacity='0.25' stroke='{0}' stroke-width='2'"
+    keys = [
+        (band.format(NON_D[0]), "Non-D segment"),
+        (band.format(D) + " stroke-dasharray='6 4'", "D segment (difference)"),
+        ("rx='4' fill='#f2f2f2' stroke='#555'", "source table"),
     ]
+    if not with_d:
+        del keys[1]
+    items, x = [], float(MARGIN)
+    for style, text in keys:
+        items.append(
+            f"<rect x='{x:.0f}' y='{y + 6}' width='26' height='16' {style}/>"
+            f"<text x='{x + 32:.0f}' y='{y + 19}'>{text}</text>"
+        )
+        x += 32 + len(text) * CHAR + 24
     return f"<g class='al-legend'>{''.join(items)}</g>"

@@ -111,6 +111,7 @@ def test_sentiment_and_attribution_reasons_are_drawn() -> None:
     text = highlighted_text("This product is great", tokens)
     assert "rgba(26,127,55,0.85)' title='attribution +2.200'>great</mark>" in text
     assert "rgba(198,40,40," in text and ">product<" not in text
+    assert "toward the value</mark>" in text and "against it</mark>" in text  # the colours' key
     attributions = [
         {"attribute": "Debt", "value": 1350.0, "attribution": 0.4},
         {"attribute": "Income", "value": 2200.0, "attribution": -0.1},

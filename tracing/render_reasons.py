@@ -112,7 +112,12 @@ def highlighted_text(text: str, tokens: list[dict[str, Any]]) -> str:
         alpha = 0.25 + 0.6 * abs(weight) / top
         title = f"attribution {weight:+.3f}"
         out.append(f"<mark style='background:rgba({rgb},{alpha:.2f})' title='{title}'>{escape(piece)}</mark>")
-    return f"<p class='al-text'>{''.join(out)}</p>"
+    key = (
+        "<span class='al-note'>marked: <mark style='background:rgba(26,127,55,0.6)'>toward the value</mark> "
+        "<mark style='background:rgba(198,40,40,0.6)'>against it</mark>, stronger for a larger attribution "
+        "(hover a word for its number)</span>"
+    )
+    return f"<p class='al-text'>{''.join(out)}</p>{key}"
 
 
 def likelihood_bar(likelihood: float, label: str = "likelihood") -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,8 @@ STYLE = """
 .al { font-family: system-ui, sans-serif; font-size: 14px; color: #222; }
 .al table { border-collapse: collapse; margin: 4px 0 10px; }
 .al th, .al td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top;
-  overflow-wrap: break-word; }
+  white-space: nowrap; max-width: 40em; overflow: hidden; text-overflow: ellipsis; }
+.al .al-scroll { overflow-x: auto; max-width: 100%; }
 .al th { background: #f2f2f2; }
 .al pre { background: #f7f7f7; padding: 6px; margin: 4px 0; overflow-x: auto; }
 .al .al-call { border-left: 3px solid #888; padding: 4px 10px; margin: 8px 0; }
@@ -36,17 +38,22 @@ STYLE = """
 """
 
 
-def rows_table(rows: list[dict[str, Any]], limit: int = MAX_ROWS) -> str:
-    """Rows (dicts with the same keys) as an HTML table, the first ``limit`` of them."""
+def rows_table(rows: list[dict[str, Any]], limit: int = MAX_ROWS, first: Sequence[str] = ()) -> str:
+    """Rows (dicts with the same keys) as an HTML table, the first ``limit`` of them, columns
+    ``first`` (a table's key) leading; one line per row, a wide table scrolls sideways and a
+    long value is cut, whole on hover."""
     if not rows:
         return "<p class='al-note'>(no rows)</p>"
-    names = list(rows[0])
+    names = [n for n in first if n in rows[0]] + [n for n in rows[0] if n not in first]
     head = "".join(f"<th>{escape(str(n))}</th>" for n in names)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(_cell(r.get(n)))}</td>" for n in names) + "</tr>" for r in rows[:limit]
-    )
+    body = "".join("<tr>" + "".join(_td(r.get(n)) for n in names) + "</tr>" for r in rows[:limit])
     more = f"<p class='al-note'>… {len(rows) - limit} more row(s)</p>" if len(rows) > limit else ""
-    return f"<table><tr>{head}</tr>{body}</table>{more}"
+    return f"<div class='al-scroll'><table><tr>{head}</tr>{body}</table></div>{more}"
+
+
+def _td(value: Any) -> str:
+    text = escape(_cell(value))
+    return f"<td title='{text}'>{text}</td>" if len(text) > 40 else f"<td>{text}</td>"
 
 
 def _cell(value: Any) -> str:
@@ -65,7 +72,8 @@ def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
     parts.append(f"<h4>Source lineage{scope}</h4>")
     for table in lineage.tables:
         rows = lineage.source_rows(table)
-        parts += [f"<h5>{escape(table)}: {len(rows)} row(s)</h5>", rows_table(rows, limit)]
+        key = lineage.keys.get(table, ())
+        parts += [f"<h5>{escape(table)}: {len(rows)} row(s)</h5>", rows_table(rows, limit, key)]
     parts.append("<h4>Reasoning lineage</h4>")
     if not lineage.reasoning:
         parts.append("<p class='al-note'>no function operator ran in reasoning mode on the way</p>")

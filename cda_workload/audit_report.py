@@ -37,14 +37,28 @@ def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models 
         rows_table(_model_rows(run, models or {})),
         f"<h2>Output rows and their augmented lineage ({len(lineages)})</h2>",
     ]
-    for lineage in lineages:
-        sections.append(f"<section class='al-row'><h3>{escape(_heading(lineage))}</h3>")
+    if len(lineages) > 1:  # a summary of the chosen rows, each a link to its section
+        links = "".join(
+            f"<li><a href='#row-{i}'>{escape(_heading(lin))}</a> ({_size(lin)})</li>"
+            for i, lin in enumerate(lineages, 1)
+        )
+        sections.append(f"<nav class='al-toc'><ol>{links}</ol></nav>")
+    for i, lineage in enumerate(lineages, 1):
+        sections.append(f"<section class='al-row' id='row-{i}'><h3>{escape(_heading(lineage))}</h3>")
         sections += [lineage_html(lineage), "</section>"]
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{escape(title)}</title><style>{STYLE}{PAGE_STYLE}</style></head>"
         f"<body class='al'>{''.join(sections)}</body></html>"
     )
+
+
+def _size(lineage: AugmentedLineage) -> str:
+    """How much stands behind a row: source rows and model calls."""
+    counts = lineage.counts()
+    calls = sum(n for k, n in counts.items() if k.endswith(" calls"))
+    tables = {k: n for k, n in counts.items() if not k.endswith(" calls") and n}
+    return f"{sum(tables.values())} source row(s) in {len(tables)} table(s), {calls} model call(s)"
 
 
 def _heading(lineage: AugmentedLineage) -> str:
@@ -59,6 +73,13 @@ def _heading(lineage: AugmentedLineage) -> str:
 PAGE_STYLE = """
 body.al { max-width: 1100px; margin: 20px auto; padding: 0 16px; }
 .al section.al-row { border-top: 2px solid #333; margin-top: 24px; }
+.al nav.al-toc li { margin: 2px 0; }
+@media (prefers-color-scheme: dark) {
+  body.al { background: #16181c; color: #e4e4e4; }
+  .al th { background: #2a2d33; } .al th, .al td { border-color: #444; }
+  .al pre { background: #202329; } .al a { color: #8ab4f8; }
+  .al .al-warning { background: #3a3012; }
+}
 .al .al-warning { background: #fff3cd; border-left: 4px solid #a15c00; padding: 6px 10px; }
 """
 

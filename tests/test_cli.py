@@ -146,7 +146,10 @@ def test_report_command_writes_html_json_and_mlflow(tmp_path: Path) -> None:
         "report", run_id, "--store", store, "--sample", "2", "-o", str(html), "--json-out", str(js), *tracking
     )
     assert code == 0, out
-    assert "register_loan_tables(als)" in html.read_text()  # the task file's code, shown as SQL is
+    page_html = html.read_text()
+    assert "register_loan_tables(als)" in page_html  # the task file's code, shown as SQL is
+    assert page_html.count("<li><a href='#row-") == 2 and "id='row-2'" in page_html  # summary, anchors
+    assert "class='al-decisive'" in page_html  # credit_rules' decisive attributes marked in its input
     content = json.loads(js.read_text())
     assert content["run"]["id"] == run_id and len(content["answers"]) == 2  # one answer per row
     assert all(len(a["targets"]) == 1 for a in content["answers"])

@@ -35,6 +35,7 @@ STYLE = """
 .al .al-bar div { height: 100%; background: #4a7bd0; }
 .al .al-bar span { position: absolute; left: 6px; top: 0; font-size: 12px; }
 .al .al-missing, .al .al-note { color: #a15c00; }
+.al tr.al-decisive th, .al tr.al-decisive td { background: #fff3cd; font-weight: bold; }
 """
 
 

@@ -160,7 +160,15 @@ def _number(value: Any) -> str:
 
 
 def _call_table(inputs: dict[str, Any], reason: Any, open_reason: bool) -> str:
-    cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in inputs.items())
+    """The call's inputs, those its reason names as decisive (``attributes``) marked, and the
+    reason itself (folded when it is drawn above)."""
+    decisive = set(reason.get("attributes") or ()) if isinstance(reason, dict) else set()
+    marked = " class='al-decisive' title='decisive for the value'"
+    cells = "".join(
+        f"<tr{marked if k in decisive else ''}><th>{escape(k)}{' ★' if k in decisive else ''}</th>"
+        f"<td>{escape(str(v))}</td></tr>"
+        for k, v in inputs.items()
+    )
     shown = json.dumps(reason, indent=1, default=str)
     details = f"<details{' open' if open_reason else ''}><summary>reason</summary><pre>{escape(shown)}</pre>"
     return f"<table class='al-kv'>{cells}<tr><th>reason</th><td>{details}</details></td></tr></table>"

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from html import escape
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+import jinja2
 
 from tracing import AugmentedLineage, Run
 from tracing.lineage import collect_rows, fmt_row
@@ -25,32 +27,29 @@ Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksu
 
 def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models | None = None) -> str:
     """The report as an HTML document: ``lineages`` holds one answer per output row shown (or
-    one answer for a set of rows)."""
-    title = f"Model audit report: run {run.id}"
-    sections = [
-        f"<h1>{escape(title)}</h1>",
-        f"<p class='al-note'>generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</p>",
-        *(f"<p class='al-warning'>Warning: {escape(w)}</p>" for w in run.warnings),
-        "<h2>Task</h2>",
-        run_html(run),
-        "<h2>Models</h2>",
-        rows_table(_model_rows(run, models or {})),
-        f"<h2>Output rows and their augmented lineage ({len(lineages)})</h2>",
-    ]
-    if len(lineages) > 1:  # a summary of the chosen rows, each a link to its section
-        links = "".join(
-            f"<li><a href='#row-{i}'>{escape(_heading(lin))}</a> ({_size(lin)})</li>"
-            for i, lin in enumerate(lineages, 1)
-        )
-        sections.append(f"<nav class='al-toc'><ol>{links}</ol></nav>")
-    for i, lineage in enumerate(lineages, 1):
-        sections.append(f"<section class='al-row' id='row-{i}'><h3>{escape(_heading(lineage))}</h3>")
-        sections += [lineage_html(lineage), "</section>"]
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{escape(title)}</title><style>{STYLE}{PAGE_STYLE}</style></head>"
-        f"<body class='al'>{''.join(sections)}</body></html>"
+    one answer for a set of rows). The page is a Jinja2 template (autoescaped); the parts
+    drawn by :mod:`tracing.render_html` come in as HTML already escaped there."""
+    return _template().render(
+        title=f"Model audit report: run {run.id}",
+        generated=f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
+        style=STYLE + PAGE_STYLE,
+        warnings=run.warnings,
+        task_html=run_html(run),
+        models_html=rows_table(_model_rows(run, models or {})),
+        rows=[{"heading": _heading(lin), "size": _size(lin), "html": lineage_html(lin)} for lin in lineages],
     )
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("cda_workload", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("audit_report.html.j2")
 
 
 def _size(lineage: AugmentedLineage) -> str:

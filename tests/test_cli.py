@@ -148,7 +148,7 @@ def test_report_command_writes_html_json_and_mlflow(tmp_path: Path) -> None:
     assert code == 0, out
     page_html = html.read_text()
     assert "register_loan_tables(als)" in page_html  # the task file's code, shown as SQL is
-    assert page_html.count("<li><a href='#row-") == 2 and "id='row-2'" in page_html  # summary, anchors
+    assert page_html.count('<li><a href="#row-') == 2 and 'id="row-2"' in page_html  # summary, anchors
     assert "class='al-decisive'" in page_html  # credit_rules' decisive attributes marked in its input
     content = json.loads(js.read_text())
     assert content["run"]["id"] == run_id and len(content["answers"]) == 2  # one answer per row

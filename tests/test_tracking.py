@@ -101,7 +101,9 @@ def test_a_dataframe_task_records_its_code_or_spark_plan(als: LineageSession) ->
     assert planned.task.language == "plan" and "Aggregate [Judge" in planned.task.text
     assert "Spark&#x27;s analyzed plan" in run_html(planned)
     assert "Aggregate [Judge" in run_html(planned) and not re.search(r"Judge#\d", run_html(planned))
-    assert als.load_run(als.run(SQL).id).task.language == "sql"
+    sql_run = als.load_run(als.run(SQL).id)
+    assert sql_run.task.language == "sql"
+    assert "<td>0003</td>" in sql_run.output._repr_html_()  # a notebook shows the output's rows
     with pytest.raises(ValueError, match="code= describes a DataFrame task"):
         als.run(SQL, code=CODE)
     with pytest.raises(ValueError, match="code= must be non-empty"):

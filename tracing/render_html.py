@@ -24,8 +24,9 @@ STYLE = """
 .al { font-family: system-ui, sans-serif; font-size: 14px; color: #222; }
 .al table { border-collapse: collapse; margin: 4px 0 10px; }
 .al th, .al td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top;
-  white-space: nowrap; max-width: 40em; overflow: hidden; text-overflow: ellipsis; }
+  white-space: nowrap; max-width: 48em; overflow: hidden; text-overflow: ellipsis; }
 .al .al-scroll { overflow-x: auto; max-width: 100%; }
+.al h1, .al h2, .al h3 { overflow-wrap: anywhere; }
 .al th { background: #f2f2f2; }
 .al pre { background: #f7f7f7; padding: 6px; margin: 4px 0; overflow-x: auto; }
 .al .al-call { border-left: 3px solid #888; padding: 4px 10px; margin: 8px 0; }
@@ -147,7 +148,8 @@ def run_html(run: Run) -> str:
         code = re.sub(r"#\d+L?\b", "", code)
     text = f"<h4>{escape(heading)}</h4><pre class='al-code'>{escape(code)}</pre>" if code else ""
     return (
-        f"<table>{summary}</table>{text}<h4>Operator tree and segments</h4>{tree_svg(task.root, run.root)}"
+        f"<div class='al-scroll'><table>{summary}</table></div>{text}<h4>Operator tree and segments</h4>"
+        f"<div class='al-scroll'>{tree_svg(task.root, run.root)}</div>"
         f"<pre>{escape(run.tree())}</pre>"
         f"<h4>Segments</h4><pre>{escape(run.segments())}</pre>"
     )

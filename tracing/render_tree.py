@@ -81,6 +81,8 @@ def _place(node: Node, level: int, cursor: list[float], out: list[_Placed]) -> f
     xs = [_place(child, level + 1, cursor, out) for child in node.children]
     x = (xs[0] + xs[-1]) / 2
     out.append(_Placed(node, x, y, label, 0))
+    if isinstance(node, Function):  # its model's name, right of it, keeps the next column away
+        cursor[0] = max(cursor[0], x + RADIUS + 4 + len(node.udf) * CHAR + SLOT / 2)
     return x
 
 

@@ -335,7 +335,8 @@ class Task:
 
 
 _ID = re.compile(r"`?([A-Za-z0-9_]+?)__u?\d+((?:_w\d+)*)`?")  # a column id; _w<k>: a CTE's copy
-_DECIMAL = re.compile(r"\b(\d+(?:\.\d+)?)BD\b")  # Spark's decimal literal suffix (1BD)
+# Spark's typed number literals (1BD, 12L), outside quoted strings
+_LITERAL = re.compile(r"('(?:[^'\\]|\\.)*')|\b(\d+(?:\.\d+)?)(?:BD|L|S|Y|D)\b")
 
 
 def pretty(sql: str, names: dict[str, str] | None = None) -> str:
@@ -343,7 +344,7 @@ def pretty(sql: str, names: dict[str, str] | None = None) -> str:
     :func:`display_names`), else as the user's column names."""
     found = names or {}
     shown = _ID.sub(lambda m: found.get(m.group(0).strip("`"), m.group(1)), sql)
-    return _DECIMAL.sub(r"\1", shown)
+    return _LITERAL.sub(lambda m: m.group(1) or m.group(2), shown)
 
 
 def display_names(root: Node) -> dict[str, str]:

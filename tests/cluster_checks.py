@@ -96,9 +96,10 @@ def test_session_is_a_multi_process_cluster(cluster: SparkSession) -> None:
     assert driver not in {pid for pid, _ in jvms}
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", ["rerun", "fm"])
 def test_golden_loan_example(suite: Suite, strategy: str) -> None:
-    """Fig. 4: the augmented lineage of ⟨Reject, 1⟩ under every strategy."""
+    """Fig. 4: the augmented lineage of ⟨Reject, 1⟩ recomputed on the executors (rerun) and read
+    from what fm stored (full stores more of the same: the differential checks below run it)."""
     run = suite.als.run(loan_task(suite.als), strategy=strategy)
     assert sorted(tuple(r) for r in run.output.collect()) == LOAN_OUTPUT
     assert_reject_lineage(run.lineage(rows=[("Reject", 1)]))

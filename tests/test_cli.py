@@ -43,13 +43,25 @@ def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def run_id(store: str) -> str:
-    code, out = _main("run", str(ROOT / "examples" / "loan.py"), "--store", store, "--strategy", "fm")
+def mlflow_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("mlflow"))
+
+
+@pytest.fixture(scope="module")
+def logged(store: str, mlflow_dir: str) -> tuple[str, str]:
+    """`al run --mlflow` of the loan example: (its run id, the MLflow run it logged itself as)."""
+    argv = ["run", str(ROOT / "examples" / "loan.py"), "--store", store, "--strategy", "fm"]
+    code, out = _main(*argv, "--mlflow", "--mlflow-dir", mlflow_dir)
     assert code == 0, out
     first = out.splitlines()[0]
     assert first.endswith("(strategy fm, backend lazy, stored 4 tuples)") and "3 output row(s)" in first
     assert "segment 1 [Non-D] φ-π-⋈-σ" in out
-    return first.split()[1].rstrip(":")
+    return first.split()[1].rstrip(":"), out.split("MLflow run ")[1].split()[0]
+
+
+@pytest.fixture(scope="module")
+def run_id(logged: tuple[str, str]) -> str:
+    return logged[0]
 
 
 @pytest.fixture(scope="module")
@@ -130,17 +142,15 @@ def test_user_errors_exit_2_in_one_line(store: str, capsys: pytest.CaptureFixtur
     assert not typo.exists()  # reading a store never creates one
 
 
-def test_report_command_writes_html_json_and_mlflow(tmp_path: Path) -> None:
-    """`al run --mlflow` logs the task run as an MLflow run of its own; `al report --mlflow`
+def test_report_command_writes_html_json_and_mlflow(
+    store: str, logged: tuple[str, str], mlflow_dir: str, tmp_path: Path
+) -> None:
+    """`al run --mlflow` logged the task run as an MLflow run of its own; `al report --mlflow`
     adds the report files to that same MLflow run."""
     import mlflow
 
-    store = str(tmp_path / "store")
-
-    tracking = ("--mlflow", "--mlflow-dir", str(tmp_path / "mlflow"))
-    code, out = _main("run", str(ROOT / "examples" / "loan.py"), "--store", store, *tracking)
-    assert code == 0, out
-    run_id, task_run = out.split()[1].rstrip(":"), out.split("MLflow run ")[1].split()[0]
+    run_id, task_run = logged
+    tracking = ("--mlflow", "--mlflow-dir", mlflow_dir)
     html, js = tmp_path / "report.html", tmp_path / "report.json"
     code, out = _main(
         "report", run_id, "--store", store, "--sample", "2", "-o", str(html), "--json-out", str(js), *tracking

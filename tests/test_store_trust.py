@@ -281,7 +281,8 @@ def test_concurrent_writers_and_a_killed_one_lose_nothing(spark: SparkSession, t
     left unfinished is named by `al gc` and by nothing else."""
     store = tmp_path / "store"
     als = LineageSession(spark, store=str(store))
-    env = {**os.environ, "AL_SPARK_MASTER": "local[1]", "AL_DRIVER_MEMORY": "1g"}
+    small = {"AL_SPARK_MASTER": "local[1]", "AL_DRIVER_MEMORY": "1g", "AL_SHUFFLE_PARTITIONS": "1"}
+    env = {**os.environ, **small}
     repo = Path(__file__).resolve().parents[1]
     writers = [
         subprocess.Popen(

@@ -22,6 +22,11 @@ class ModelNotFoundError(LineageError, FileNotFoundError):
     """A model or data file the UDFs need is not on this machine."""
 
 
+class UntrustedWeightsError(LineageError):
+    """Weights that loading could turn into code: a file of unknown checksum that would be
+    unpickled, or a model folder whose config names another weights file."""
+
+
 def models_dir() -> Path:
     """``AL_MODELS_DIR``, else ``../shared/models`` beside the checkout."""
     return Path(os.environ.get("AL_MODELS_DIR", _DEFAULT_SHARED / "models")).expanduser()

@@ -19,13 +19,14 @@ sentences (top-5 overlap 0.97); four steps only on 91 %.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
-from models.paths import SENTIMENT_MODEL, ModelNotFoundError, model_file
+from models.paths import SENTIMENT_MODEL, ModelNotFoundError, UntrustedWeightsError, model_file
 
 MODEL = SENTIMENT_MODEL
 HOW_TO_GET = (
@@ -65,12 +66,26 @@ def load() -> tuple[Any, Any]:
                 f"expected {path / WEIGHTS}: only safetensors weights are loaded, never pickled ones "
                 f"such as pytorch_model.bin; {HOW_TO_GET}"
             )
+        named = _config(path).get("transformers_weights")  # transformers would load that file instead
+        if named is not None:
+            raise UntrustedWeightsError(
+                f"{path / 'config.json'} names other weights ({named!r}): only {WEIGHTS} is loaded; "
+                "remove the transformers_weights entry"
+            )
         safe = {"trust_remote_code": False, "local_files_only": True}
         tokenizer = AutoTokenizer.from_pretrained(path, **safe)
         model = AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=True, **safe).eval()
         model.requires_grad_(False)  # attributions need input gradients only
         _LOADED[path] = (tokenizer, model)
     return _LOADED[path]
+
+
+def _config(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # transformers reports a missing or broken config itself
+    return found if isinstance(found, dict) else {}
 
 
 def classify(texts: Sequence[str]) -> list[tuple[str, float]]:

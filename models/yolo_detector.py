@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.paths import YOLO_WEIGHTS, model_file, sha256
-from segmenter.errors import LineageError
+from models.paths import YOLO_WEIGHTS, UntrustedWeightsError, model_file, sha256
 
 if TYPE_CHECKING:
     from ultralytics import YOLO
@@ -53,10 +52,6 @@ def load_model() -> YOLO:
 
 # sha256 of the weights files loading may unpickle: the shared rebuilt YOLOv8n (MANIFEST.md 1)
 TRUSTED_WEIGHTS = frozenset({"fb2c96d204485a4f8cfa430a90b525cf20c7d9b620c6928234afcde027e7d716"})
-
-
-class UntrustedWeightsError(LineageError):
-    """A weights file whose checksum is not a known one: loading it could run code."""
 
 
 def check_trusted(path: Path) -> str:

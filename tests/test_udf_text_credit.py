@@ -4,7 +4,9 @@ through Spark in reasoning mode."""
 
 from __future__ import annotations
 
+import json
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from models import ModelNotFoundError, models_dir, sentiment_model
 from models.credit_model import CLASSES, FEATURES, trained
+from models.paths import UntrustedWeightsError
 from reasoning_udfs.credit_exam import CreditExam, credit_exam, credit_exam_lime
 from reasoning_udfs.text_sentiment import text_sentiment
 from reasoning_udfs.udf import UDFRowError
@@ -133,6 +136,14 @@ def test_missing_model_dir_names_the_expected_path(tmp_path: Path, monkeypatch: 
     with pytest.raises(ModelNotFoundError, match="only safetensors weights are loaded") as info:
         text_sentiment.main("fine")
     assert str(folder / sentiment_model.WEIGHTS) in str(info.value) and "\n" not in str(info.value)
+    assert not marker.exists()
+    # nor a config that points transformers at another weights file beside the safetensors
+    (folder / sentiment_model.WEIGHTS).symlink_to(real / sentiment_model.WEIGHTS)
+    config = json.loads((real / "config.json").read_text())
+    (folder / "config.json").unlink()
+    (folder / "config.json").write_text(json.dumps({**config, "transformers_weights": "pytorch_model.bin"}))
+    with pytest.raises(UntrustedWeightsError, match=re.escape("names other weights ('pytorch_model.bin')")):
+        text_sentiment.main("fine")
     assert not marker.exists()
 
 

@@ -131,7 +131,7 @@ def lineage(args: argparse.Namespace, progress: Progress) -> None:
 
 
 def report(args: argparse.Namespace, progress: Progress) -> None:
-    from cda_workload.audit_report import audit_report, report_dict, to_json, write_text
+    from tracing.present.report import audit_report, report_dict, to_json, write_text
 
     run = _load(args, progress)
     lineages = _per_row(run, args, progress)
@@ -148,7 +148,7 @@ def report(args: argparse.Namespace, progress: Progress) -> None:
 
 def export(args: argparse.Namespace, progress: Progress) -> None:
     """`al export`: the run (opened, so checked against its digests) for a lineage catalog."""
-    from cda_workload.audit_report import write_text
+    from tracing.present.report import write_text
 
     text = json.dumps(_open_run(args, progress).openlineage(args.namespace), indent=2)
     if args.output is None:
@@ -202,7 +202,7 @@ def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifact
     as (its ``al.run_id`` tag), or to a new one that records the task run, if there is none."""
     import mlflow
 
-    from cda_workload.audit_report import log_to_mlflow
+    from tracing.present.report import log_to_mlflow
     from tracing.tracking import EXPERIMENT, run_params, run_tags, tracked_run_of, use_tracking_store
 
     experiment = use_tracking_store(EXPERIMENT, args.mlflow_dir)

@@ -17,11 +17,11 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
     """Generate SF 0.01, run a few CDA queries under FM, explain some output rows."""
     import mlflow
 
-    from cda_workload.audit_report import audit_report, write_text
     from cda_workload.bench import Case, prepare
     from cda_workload.cda_queries import QUERIES
     from cda_workload.tracking import tracked_run, tracked_run_of
     from cda_workload.udfs import model_checksums
+    from tracing.present.report import audit_report, write_text
 
     als = open_session(args.store, progress, args.verbose)
     als.scale_factor = args.sf  # each run logs itself into the demo's MLflow run

@@ -18,14 +18,14 @@ import pyarrow as pa
 import pytest
 from PIL import Image, ImageChops
 
-from cda_workload.audit_report import audit_report, report_dict, write_text
 from cda_workload.udfs import register_udfs_named_in, udf_models
 from tests.browser import render
 from tests.test_udf_vision import WITH_PERSON, WITHOUT_PERSON
 from tracing import AugmentedLineage, ForwardLineage, LineageSession, Run
 from tracing.lineage import ReasoningRows
-from tracing.render_html import lineage_html, run_html
-from tracing.render_reasons import MAX_SIDE, attribution_chart, highlighted_text, render_call
+from tracing.present.html import lineage_html, run_html
+from tracing.present.reasons import MAX_SIDE, attribution_chart, highlighted_text, render_call
+from tracing.present.report import audit_report, report_dict, write_text
 from tracing.tracking import run_params
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"

@@ -431,7 +431,7 @@ def test_person_detector_confidence_becomes_the_row_probability(
 
 def test_lineage_of_a_confidence_run_carries_the_rows_confidence(conference: LineageSession) -> None:
     """The same answer in the lineage, the notebook HTML, the audit report and its JSON."""
-    from cda_workload.audit_report import audit_report, report_dict
+    from tracing.present.report import audit_report, report_dict
 
     run = conference.run(conference.sql(f"SELECT DISTINCT person FROM ({ROSTER})"), backend="confidence")
     lineage = run.lineage(where="person = 'Garcia-Molina'")

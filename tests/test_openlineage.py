@@ -19,7 +19,7 @@ from cda_workload.loan_example import register_loan_tables
 from reasoning_udfs.loan_rules import credit_rules
 from tests.test_store_trust import _al
 from tracing import LineageSession
-from tracing.openlineage_event import run_event
+from tracing.present.openlineage_event import run_event
 
 
 def judged_by_country(als: LineageSession) -> DataFrame:

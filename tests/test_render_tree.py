@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from cda_workload.loan_example import register_loan_tables
 from segmenter.segments import segment
 from tracing import LineageSession
-from tracing.render_tree import tree_svg
+from tracing.present.tree import tree_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 SQL = """SELECT Country, COUNT(*) AS n FROM (

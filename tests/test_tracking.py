@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from cda_workload.loan_example import loan_task, register_loan_tables
 from tracing import LineageSession, Run
-from tracing.render_html import run_html
+from tracing.present.html import run_html
 
 SQL = "SELECT ClientID, Income FROM client WHERE Income > 2000"
 CODE = "loan_task(als)  # the loan example's DataFrame"

@@ -9,7 +9,6 @@ from typing import Any
 import pyarrow as pa
 
 from tracing.lineage import SHOW_ROWS, collect_rows, fmt_row
-from tracing.render_html import forward_html
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,8 @@ class ForwardLineage:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        from tracing.present.html import forward_html  # notebooks only
+
         return forward_html(self)
 
     def __repr__(self) -> str:

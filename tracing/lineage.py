@@ -100,7 +100,7 @@ class AugmentedLineage:
 
     def to_shap(self, udf: str) -> Any:
         """The calls of ``udf`` (a SHAP or LIME UDF) as one ``shap.Explanation``."""
-        from tracing.explanations import to_shap
+        from tracing.present.explanations import to_shap
 
         return to_shap(self.reasoning_rows(udf))
 
@@ -173,7 +173,7 @@ class AugmentedLineage:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from tracing.render_html import fragment, lineage_html  # it imports this module
+        from tracing.present.html import fragment, lineage_html  # it imports this module
 
         return fragment(lineage_html(self))
 

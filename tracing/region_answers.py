@@ -10,17 +10,11 @@ name. ``cells`` is there only when the question asked for cells.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 
 from materialization.provrc.regions import IMAGE, TABULAR, TEXT
 from tracing.lineage import SHOW_ROWS, fmt_row
-from tracing.render_html import fragment, rows_table
-from tracing.render_reasons import image_with_boxes
-
-MARK = "rgba(26,127,55,0.45)"
 
 
 @dataclass(frozen=True)
@@ -59,16 +53,16 @@ class RegionAnswer:
                  f"{self.seconds * 1000:.1f} ms)"]
         lines += [f"  {fmt_row(r)}" for r in self.outputs[:SHOW_ROWS]]
         for s in self.subjects:
-            lines.append(f"  {_short(s.subject)}: {len(s.regions)} region(s), {s.cells} cell(s)")
+            lines.append(f"  {short_text(s.subject)}: {len(s.regions)} region(s), {s.cells} cell(s)")
             lines += [f"    {_region_text(self.kind, r)}" for r in s.regions[:SHOW_ROWS]]
         if not self.subjects:
             lines.append("  (no region supports these rows)")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        head = f"<p>Regions through <b>{escape(self.udf)}</b> ({escape(self.kind)}) of:</p>"
-        body = "".join(subject_html(self.kind, s.subject, s.regions) for s in self.subjects)
-        return fragment(head + rows_table(self.outputs) + (body or "<p class='al-note'>(no region)</p>"))
+        from tracing.present.regions import region_answer_html  # notebooks only
+
+        return region_answer_html(self)
 
 
 @dataclass(frozen=True)
@@ -91,37 +85,14 @@ class RegionForward:
 
     def __str__(self) -> str:
         lines = [f"{len(self.outputs)} output row(s) depend on {_region_text(self.kind, self.region)} of "
-                 f"{_short(self.subject)} ({self.seconds * 1000:.1f} ms)"]
+                 f"{short_text(self.subject)} ({self.seconds * 1000:.1f} ms)"]
         lines += [f"  {fmt_row(r)}" for r in self.outputs[:SHOW_ROWS]]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        head = f"<p>{len(self.outputs)} output row(s) depend on this region:</p>"
-        drawn = subject_html(self.kind, self.subject, [self.region])
-        return fragment(head + drawn + rows_table(self.outputs))
+        from tracing.present.regions import region_forward_html  # notebooks only
 
-
-def subject_html(kind: str, subject: Any, regions: list[dict[str, Any]]) -> str:
-    """One subject with its regions drawn: boxes on the image, spans marked in the text."""
-    if kind == IMAGE:
-        return image_with_boxes(subject, [{**r, "label": "region"} for r in regions])
-    if kind == TEXT:
-        return marked_words(subject, {i for r in regions for i in range(r["start"], r["stop"])})
-    names = ", ".join(escape(n) for r in regions for n in r["features"])
-    return f"<div class='al-call'>{escape(_short(subject))}: <b>{names}</b></div>"
-
-
-def marked_words(text: str, positions: set[int]) -> str:
-    """``text`` with the words at ``positions`` (indices among its ``\\w+`` words) marked."""
-    out, index = [], 0
-    for piece in re.split(r"(\w+)", text):
-        if not re.fullmatch(r"\w+", piece):
-            out.append(escape(piece))
-            continue
-        chosen = index in positions
-        out.append(f"<mark style='background:{MARK}'>{escape(piece)}</mark>" if chosen else escape(piece))
-        index += 1
-    return f"<p class='al-text'>{''.join(out)}</p>"
+        return region_forward_html(self)
 
 
 def _region_text(kind: str, r: dict[str, Any]) -> str:
@@ -134,7 +105,8 @@ def _region_text(kind: str, r: dict[str, Any]) -> str:
     return repr(r)
 
 
-def _short(subject: Any, width: int = 60) -> str:
+def short_text(subject: Any, width: int = 60) -> str:
+    """A subject (image path, review, model inputs) in at most ``width`` characters."""
     if isinstance(subject, dict):
         subject = fmt_row(subject)
     text = subject if isinstance(subject, str) else repr(subject)

@@ -362,7 +362,7 @@ class Run:
         return sum(s["bytes"] for s in self.record["stored"].values())
 
     def _repr_html_(self) -> str:
-        from tracing.render_html import fragment, run_html  # HTML is only needed in notebooks
+        from tracing.present.html import fragment, run_html  # HTML is only needed in notebooks
 
         return fragment(run_html(self))
 
@@ -673,7 +673,7 @@ class Run:
     def openlineage(self, namespace: str | None = None) -> dict[str, Any]:
         """This run as one OpenLineage RunEvent (JSON-able) for catalogs such as Marquez;
         ``namespace``: the job's (default the store's URI). docs/openlineage.md"""
-        from tracing.openlineage_event import openlineage_event  # an answer imports no exporter
+        from tracing.present.openlineage_event import openlineage_event  # an answer imports no exporter
 
         return openlineage_event(self.record, self.task, self.session.store.uri, namespace)
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.lineage import AugmentedLineage, TraceStat, collect_rows, fmt_row, shown
-from tracing.render_reasons import render_call
-from tracing.render_tree import tree_svg
+from tracing.present.reasons import render_call
+from tracing.present.tree import tree_svg
 from tracing.task_code import LANGUAGES
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import jinja2
 
 from tracing import AugmentedLineage, Run
 from tracing.lineage import collect_rows, fmt_row
-from tracing.render_html import STYLE, lineage_html, rows_table, run_html
+from tracing.present.html import STYLE, lineage_html, rows_table, run_html
 
 HEADING = 120  # characters of an output row shown in its section's heading (the table has it all)
 Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksum}
@@ -28,7 +28,7 @@ Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksu
 def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models | None = None) -> str:
     """The report as an HTML document: ``lineages`` holds one answer per output row shown (or
     one answer for a set of rows). The page is a Jinja2 template (autoescaped); the parts
-    drawn by :mod:`tracing.render_html` come in as HTML already escaped there."""
+    drawn by :mod:`tracing.present.html` come in as HTML already escaped there."""
     return _template().render(
         title=f"Model audit report: run {run.id}",
         generated=f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
@@ -43,7 +43,7 @@ def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models 
 @cache
 def _template() -> jinja2.Template:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("cda_workload", "templates"),
+        loader=jinja2.PackageLoader("tracing.present", "templates"),
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,

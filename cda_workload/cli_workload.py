@@ -19,7 +19,7 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
 
     from cda_workload.bench import Case, prepare
     from cda_workload.cda_queries import QUERIES
-    from cda_workload.tracking import tracked_run, tracked_run_of
+    from cda_workload.tracking import tracked_run
     from cda_workload.udfs import model_checksums
     from tracing.present.report import audit_report, write_text
 
@@ -55,7 +55,7 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
             out.write_text(lineage.to_json())
             html = audit_report(run, [lineage], run.models)
             report = write_text(html, Path(args.store) / f"report-{name}-{run.id}.html")
-            logged = tracked_run_of(run)  # the query's nested run: its answer and report go there
+            logged = run.mlflow_run  # the query's nested run: its answer and report go there
             if logged is not None:
                 client = mlflow.MlflowClient()
                 client.set_tag(logged, "al.query", name)

@@ -7,9 +7,9 @@ from typing import Any
 
 import mlflow
 
-from tracing.tracking import tracked_run, tracked_run_of
+from tracing.tracking import tracked_run
 
-__all__ = ["log_records", "tracked_run", "tracked_run_of"]
+__all__ = ["log_records", "tracked_run"]
 
 
 def log_records(records: list[dict[str, Any]]) -> None:

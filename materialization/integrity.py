@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -26,7 +27,8 @@ from materialization.catalog import STAGING, StoreCatalog, StoreError
 
 Files = dict[str, list]  # relative path -> [bytes, sha256]
 CACHES = ("reasons", "regions")  # folders of a run written after it, each checked on its own
-RECORDS = ("run.json", "_al_source.json", "OWNER.json", "files.json")  # not in the lists
+DIGESTS = "files.json"  # in a stored region folder: its files' sizes and sha256
+RECORDS = ("run.json", "_al_source.json", "OWNER.json", DIGESTS)  # not in the lists
 NAMED = re.compile(r"[0-9a-f]{64}\.parquet")  # a cache file named by its content's sha256
 _SEEN: dict[tuple[str, int, int], str] = {}  # (path, bytes, mtime ns) -> sha256, hashed already
 
@@ -146,8 +148,7 @@ def check_snapshot(catalog: StoreCatalog, snapshot: str, digest: str | None, che
         return
     folder = f"{catalog.root}/{shown}"
     try:
-        with catalog.fs.open_input_stream(f"{folder}/_al_source.json") as f:
-            files = json.loads(f.read().decode("utf-8")).get("files")
+        files = _json(catalog.fs, f"{folder}/_al_source.json").get("files")
     except (OSError, ValueError, AttributeError):
         check.problems.append(f"{shown}/_al_source.json is missing or damaged")
         return
@@ -197,10 +198,9 @@ def verify(catalog: StoreCatalog, run_ids: list[str] | None) -> list[Verified]:
         for region in subfolders(catalog.fs, f"{run_dir}/regions"):
             shown = f"runs/{run_id}/regions/{region.base_name}"
             try:
-                with catalog.fs.open_input_stream(f"{region.path}/files.json") as f:
-                    check.folder(region.path, json.loads(f.read().decode("utf-8")), shown)
-            except (OSError, ValueError):
-                check.problems.append(f"{shown}/files.json is missing or damaged")
+                check.folder(region.path, _json(catalog.fs, f"{region.path}/{DIGESTS}"), shown)
+            except (OSError, ValueError, AttributeError):
+                check.problems.append(f"{shown}/{DIGESTS} is missing or damaged")
         found.append(Verified(f"run {run_id}", check.problems, check.hashed, note))
     if run_ids is None:
         for table in subfolders(catalog.fs, f"{catalog.root}/sources"):
@@ -211,6 +211,11 @@ def verify(catalog: StoreCatalog, run_ids: list[str] | None) -> list[Verified]:
                     check_snapshot(catalog, f"{catalog.uri}/{shown}", None, check)
                     found.append(Verified(f"snapshot {shown}", check.problems, check.hashed))
     return found
+
+
+def _json(fs: pafs.FileSystem, path: str) -> Any:
+    with fs.open_input_stream(path) as f:
+        return json.loads(f.read().decode("utf-8"))
 
 
 def subfolders(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:

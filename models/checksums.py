@@ -7,29 +7,33 @@ from collections.abc import Mapping
 
 from models.paths import SENTIMENT_MODEL, YOLO_WEIGHTS, models_dir, sha256
 
+WEIGHTS = {"yolo": YOLO_WEIGHTS, "sentiment": SENTIMENT_MODEL}  # model -> path under AL_MODELS_DIR
 MODEL_OF_UDF = {"person_detection": "yolo", "text_sentiment": "sentiment"}
 
 
 def model_checksums() -> dict[str, str]:
     """sha256 of each model's weights, for run records (models absent here are named so)."""
     sums = {}
-    for name, relative in (("yolo", YOLO_WEIGHTS), ("sentiment", SENTIMENT_MODEL)):
-        path = models_dir() / relative
+    for name, relative in WEIGHTS.items():
         sums[f"model.{name}"] = relative
-        sums[f"model.{name}.sha256"] = sha256(path) if path.exists() else "missing"
+        sums[f"model.{name}.sha256"] = _checksum(relative)
     return sums
 
 
 def udf_models(udfs: list[str]) -> dict[str, dict[str, str]]:
-    """The weights file and checksum behind each of ``udfs`` that has one (audit reports)."""
-    wanted = [u for u in udfs if u in MODEL_OF_UDF]
-    if not wanted:
-        return {}
-    sums = model_checksums()
-    return {
-        u: {"weights": sums[f"model.{MODEL_OF_UDF[u]}"], "sha256": sums[f"model.{MODEL_OF_UDF[u]}.sha256"]}
-        for u in wanted
-    }
+    """The weights file and checksum behind each of ``udfs`` that has one (run records, audit
+    reports); only those models are hashed (every run and every opened run asks)."""
+    found = {}
+    for udf in udfs:
+        if udf in MODEL_OF_UDF:
+            relative = WEIGHTS[MODEL_OF_UDF[udf]]
+            found[udf] = {"weights": relative, "sha256": _checksum(relative)}
+    return found
+
+
+def _checksum(relative: str) -> str:
+    path = models_dir() / relative
+    return sha256(path) if path.exists() else "missing"
 
 
 def changed_weights(recorded: Mapping[str, Mapping[str, str]]) -> list[str]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from materialization.integrity import IntegrityError, check_local, local_manifest
+from materialization.integrity import DIGESTS, IntegrityError, check_local, local_manifest
 from materialization.provrc.ranges import box_cells
 from materialization.provrc.regions import (
     IMAGE,
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from tracing.session import Run
 
 FOLDER = "regions"
-DIGESTS = "files.json"  # in a stored region folder: its files' sizes and sha256
 Row = Mapping[str, Any] | Sequence[Any]
 
 

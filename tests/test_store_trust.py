@@ -297,6 +297,7 @@ def test_concurrent_writers_and_a_killed_one_lose_nothing(spark: SparkSession, t
     time.sleep(delay)
     victim.kill()
     reported |= {line.strip() for line in victim.stdout}
+    victim.wait(timeout=60)  # reaped: a zombie still answers kill(pid, 0) as alive
     for i, w in enumerate(writers[:-1]):
         out, _ = w.communicate(timeout=400)
         assert w.returncode == 0, (tmp_path / f"w{i}.err").read_text()[-2000:]

@@ -181,20 +181,16 @@ def _open_run(args: argparse.Namespace, progress: Progress) -> Run:
 
 
 def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[AugmentedLineage]:
-    """One answer per chosen output row when there are at most ``--max-rows`` of them (an
-    auditor reads row by row), else one answer for the whole set."""
-    from tracing.lineage import collect_rows
-
+    """Each chosen output row's own answer (one question keeps them apart) when there are
+    at most ``--max-rows`` of them (an auditor reads row by row), else one answer for all."""
     with progress.working(f"deriving the augmented lineage of run {run.id}"):
         whole = _ask(run, args)
-    targets = collect_rows(whole.targets) if whole.targets is not None else []
-    if not 1 < len(targets) <= args.max_rows:
+    rows = len(whole)
+    if not 1 < rows <= args.max_rows:
+        if rows > 1:
+            progress.say(f"{rows} output rows, more than --max-rows {args.max_rows}: one section for all")
         return [whole]
-    answers = []
-    for i, row in enumerate(targets, 1):
-        with progress.working(f"row {i} of {len(targets)}"):
-            answers.append(run.lineage(rows=[row], backend=args.backend, engine=args.engine))
-    return answers
+    return whole.rows
 
 
 def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifacts: list) -> None:
@@ -348,6 +344,6 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
     p.add_argument("--json-out", metavar="FILE", help="also write the report's content as JSON")
     p.add_argument(
-        "--max-rows", type=int, default=5, help="one section per row up to this many rows (default 5)"
+        "--max-rows", type=int, default=20, help="one section per row up to this many rows (default 20)"
     )
     p.set_defaults(func=report)

@@ -35,6 +35,7 @@ from segmenter.operators import (
 )
 
 TAG_PREFIX = "__tag_"
+ROW_ID = "__al_row"  # which chosen output row a lineage row belongs to (NULL: every one)
 MODES = ("normal", "reasoning")
 
 
@@ -46,17 +47,21 @@ def ref(col_id: str) -> Column:
     return F.col(f"`{col_id}`")
 
 
-def null_safe_match(left: DataFrame, right: DataFrame, on: dict[str, str], how: str) -> DataFrame:
-    """Join ``left`` to ``right`` where left[k] <=> right[v] for every k: v in ``on``.
+def null_safe_match(
+    left: DataFrame, right: DataFrame, on: dict[str, str], how: str, carry: Sequence[str] = ()
+) -> DataFrame:
+    """Join ``left`` to ``right`` where left[k] <=> right[v] for every k: v in ``on``, with
+    ``right``'s columns ``carry`` (an inner join) beside ``left``'s.
 
     Null-safe: a plain ``=`` silently drops rows whose key is null.
     """
-    renamed = right.select(*[ref(v).alias(f"__m{i}") for i, v in enumerate(on.values())])
-    cond = reduce(
-        lambda a, b: a & b,
-        [ref(k).eqNullSafe(F.col(f"__m{i}")) for i, k in enumerate(on)],
-    )
-    return left.join(renamed, cond, how)
+    matched = [f"__m{i}" for i in range(len(on))]
+    renamed = right.select(*[ref(v).alias(m) for v, m in zip(on.values(), matched)], *map(ref, carry))
+    if not on:
+        return left.crossJoin(renamed)
+    cond = reduce(lambda a, b: a & b, [ref(k).eqNullSafe(F.col(m)) for k, m in zip(on, matched)])
+    joined = left.join(renamed, cond, how)
+    return joined.drop(*matched) if carry else joined
 
 
 def read_columns(spark: SparkSession, path: str, cols: Sequence[tuple[str, str]]) -> DataFrame:

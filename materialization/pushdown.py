@@ -10,14 +10,14 @@ only the left input is restricted: (T1 − T2) ⋉ Ō → (T1 ⋉ Ō) − T2.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from materialization.compile import null_safe_match
+from materialization.compile import ROW_ID, null_safe_match
 from segmenter.operators import (
     Aggregation,
     Difference,
@@ -41,20 +41,30 @@ class Restriction:
     on: dict[str, str]  # column of ``values`` -> column id of the restricted node
     rows: int
     complete: bool = False  # values are whole reasoning-mode rows of the node's output
+    numbered: bool = False  # values carry ROW_ID: answers keep which target each row serves
 
     def apply(self, df: DataFrame) -> DataFrame:
         on = {node_col: value_col for value_col, node_col in self.on.items() if node_col in df.columns}
         if not on:
             return df
-        values = self.values.select(*dict.fromkeys(on.values())).distinct()
-        if self.rows <= BROADCAST_ROWS:
-            values = F.broadcast(values)
-        return null_safe_match(df, values, on, "left_semi")
+        return null_safe_match(df, self._values(on.values()), on, "left_semi")
+
+    def attach(self, df: DataFrame) -> DataFrame:
+        """``df`` ⋉ the values, each kept row once per target it serves (its ``ROW_ID``)."""
+        if not self.numbered:
+            return self.apply(df)
+        on = {node_col: value_col for value_col, node_col in self.on.items() if node_col in df.columns}
+        return null_safe_match(df, self._values([*on.values(), ROW_ID]), on, "inner", carry=[ROW_ID])
+
+    def _values(self, cols: Iterable[str]) -> DataFrame:
+        values = self.values.select(*dict.fromkeys(cols)).distinct()
+        return F.broadcast(values) if self.rows <= BROADCAST_ROWS else values
 
     def narrowed(self, mapping: dict[str, str]) -> Restriction | None:
-        """The restriction on a child, given node column -> child column for passing columns."""
+        """The restriction on a child, given node column -> child column for passing columns
+        (on none: no restriction, or, numbered, all rows for each of the targets)."""
         on = {v: mapping[n] for v, n in self.on.items() if n in mapping}
-        return replace(self, on=on, complete=False) if on else None
+        return replace(self, on=on, complete=False) if on or self.numbered else None
 
 
 def passing_columns(node: Node, equal: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:

@@ -58,6 +58,22 @@ def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def _calls(calls: list[dict[str, Any]]) -> frozenset[tuple[str, int, str, str, str]]:
+    return frozenset(
+        (r["udf"], r["segment"], _key(r["inputs"]), _key(r["value"]), _key(r["reason"])) for r in calls
+    )
+
+
+def check_rows_apart(run: Run, lin: AugmentedLineage, **how: Any) -> None:
+    """Each output row's own answer, kept apart in one question over several rows, is the
+    answer to a question about that row alone."""
+    assert lin.by_row is not None and len(lin.rows) == len(lin) > 1
+    for one in lin.rows:
+        (output,) = one.to_dict()["targets"]
+        alone = Lineage.of(run.lineage(rows=[output], **how)).alone()
+        assert Lineage.of(one).alone() == alone, f"{how}: the answer for {output} differs from its own"
+
+
 @dataclass(frozen=True)
 class Lineage:
     """A comparable view of an AugmentedLineage."""
@@ -65,17 +81,25 @@ class Lineage:
     targets: list[dict[str, Any]]
     source: dict[str, list[dict[str, Any]]]
     reasoning: frozenset[tuple[str, int, str, str, str]]
+    rows: tuple[str, ...] | None  # per output row: its values, source rows and calls
 
     @classmethod
     def of(cls, lin: AugmentedLineage) -> Lineage:
         data = lin.to_dict()
-        reasoning = frozenset(
-            (r["udf"], r["segment"], _key(r["inputs"]), _key(r["value"]), _key(r["reason"]))
-            for r in data["reasoning_lineage"]
-        )
+        rows = None
+        if data["rows"] is not None:
+            rows = tuple(sorted(_key([r["output"], r["source"], sorted(map(_key, _calls(r["reasoning"])))])
+                                for r in data["rows"]))
+        reasoning = _calls(data["reasoning_lineage"])
         # reasoning_rows() must not report the same call twice
         assert len(reasoning) == len(data["reasoning_lineage"])
-        return cls(data["targets"], data["source_lineage"], reasoning)
+        return cls(data["targets"], data["source_lineage"], reasoning, rows)
+
+    def alone(self) -> Lineage:
+        """The same answer without its targets' multiplicity (a question by ``rows=`` asks
+        about every output row equal to the one given)."""
+        unique = sorted({_key(t): t for t in self.targets}.items())
+        return Lineage([t for _, t in unique], self.source, self.reasoning, None)
 
     def source_keys(self) -> dict[str, set[str]]:
         return {t: {_key(r) for r in rows} for t, rows in self.source.items() if rows}
@@ -299,6 +323,7 @@ def check_lineage_identical(r: TaskRuns, target: str) -> None:
         assert other.targets == base.targets, f"{strategy}: different targets"
         assert other.source == base.source, f"{strategy}: source lineage differs from rerun"
         assert other.reasoning == base.reasoning, f"{strategy}: reasoning lineage differs from rerun"
+        assert other.rows == base.rows, f"{strategy}: the answers per output row differ from rerun"
 
 
 @pytest.mark.parametrize("task_id", task_params())
@@ -308,6 +333,7 @@ def test_tracing_engines_agree(suite: Suite, task_id: str) -> None:
     r = suite.runs(task_id)
     in_process = r.lineage("rerun", "pair", engine="in-process")
     assert in_process == r.lineage("rerun", "pair", engine="spark"), "the engines disagree"
+    check_rows_apart(r.runs["rerun"], r.runs["rerun"].lineage(**TARGETS["pair"]), engine="in-process")
     for strategy in ("full", "fm"):
         assert r.lineage(strategy, "pair", engine="in-process") == in_process, strategy
 
@@ -386,6 +412,7 @@ def test_captured_equals_traced(suite: Suite, task_id: str, target: str, base: s
     assert found.targets == expected.targets, f"{other}: different targets"
     assert found.source == expected.source, f"{other}: source lineage differs from {base}"
     assert found.reasoning == expected.reasoning, f"{other}: reasoning lineage differs from {base}"
+    assert found.rows == expected.rows, f"{other}: the answers per output row differ from {base}"
 
 
 @dataclass
@@ -410,8 +437,9 @@ class Traced:
 
 
 def trace_rows(r: TaskRuns) -> Traced:
-    """Every distinct output row's eager backward lineage (skips tasks with many rows); the
-    compressed indexes must give each row the same."""
+    """Every distinct output row's eager backward lineage, kept apart in one question about
+    all of them (skips tasks with many rows); the compressed indexes asked about each row
+    alone must give it the same."""
     run = r.runs["eager"]
     columns, bag = r.outputs["eager"]
     if len(bag) > MAX_TRACED_ROWS:
@@ -419,10 +447,12 @@ def trace_rows(r: TaskRuns) -> Traced:
     source: dict[tuple, dict[str, set[tuple]]] = {}
     calls: dict[tuple, set[tuple[str, str, str]]] = {}
     keys: dict[str, tuple[str, ...]] = {}
+    whole = run.lineage()
+    apart = {_key(one.to_dict()["targets"][0]): one for one in (whole.rows if len(whole) > 1 else [whole])}
     for o in sorted(bag, key=_key):
-        lin = run.lineage(rows=[dict(zip(columns, o))])
-        same = Lineage.of(run.lineage(rows=[dict(zip(columns, o))], backend="compressed"))
-        assert same == Lineage.of(lin), f"compressed: lineage of {o} differs from eager"
+        lin = apart[_key(dict(zip(columns, o)))]
+        same = Lineage.of(run.lineage(rows=[dict(zip(columns, o))], backend="compressed")).alone()
+        assert same == Lineage.of(lin).alone(), f"compressed: lineage of {o} differs from eager's, apart"
         keys.update(lin.keys)
         source[o] = {t: lin.source_ids(t) for t in lin.tables}
         names = {(e.udf, e.segment): e.value for e in lin.reasoning}

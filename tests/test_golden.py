@@ -13,7 +13,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cda_workload.loan_example import LOAN_SQL, loan_task, register_loan_tables
+from materialization.capture import Capture
 from reasoning_udfs.loan_rules import credit_rules
+from segmenter.errors import LineageError
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
 from tracing import LineageSession, Run
 
@@ -75,6 +77,40 @@ def test_lineage_of_accept_excludes_filtered_loans(runs: dict[str, Run], strateg
     assert lin.source_ids("loan") == {("L01",), ("L03",)}  # L04 (October) was filtered out
     assert {r["value"] for r in lin.reasoning_rows()} == {"Accept"}
     assert all(r["reason"]["attributes"] == ["Income", "LoanAmount"] for r in lin.reasoning_rows())
+
+
+@pytest.fixture(scope="module")
+def eager(loan: LineageSession) -> Run:
+    return loan.run(loan_task(loan), backend="eager", capture=Capture(storage=("pairs", "provrc")))
+
+
+@pytest.mark.parametrize("backend", ["lazy", "eager", "compressed"])
+def test_one_question_keeps_each_rows_answer_apart(runs: dict[str, Run], eager: Run, backend: str) -> None:
+    """All three output rows in one question: each row's answer is Fig. 4's for Reject and the
+    Accept answer above for Accept; indexing, slicing, ``where`` and the JSON agree; the merged
+    answer is their union."""
+    lin = runs["fm"].lineage() if backend == "lazy" else eager.lineage(backend=backend)
+    assert len(lin) == 3 and [one.to_dict()["targets"] for one in lin.rows] == [
+        [{"Judge": j, "count": n}] for j, n in LOAN_OUTPUT
+    ]
+    assert_reject_lineage(lin.where(Judge="Reject"))
+    accept = lin[0]
+    assert accept.source_ids("loan") == {("L01",), ("L03",)}
+    assert {r["value"] for r in accept.reasoning_rows()} == {"Accept"}
+    assert lin[1].source_ids("client") == {("0006",)} and lin[-1].source_ids("loan") == {("L02",)}
+    assert [one.to_dict() for one in lin[0:2].rows] == [accept.to_dict(), lin[1].to_dict()]
+    assert lin.where(lambda row: row["count"] == 1).source_ids("loan") == {("L02",), ("L07",)}
+    data = json.loads(lin.to_json())
+    assert data["schema_version"] == 2 and data["run_id"] == lin.run_id and lin.run_id
+    assert [row["output"] for row in data["rows"]] == [{"Judge": j, "count": n} for j, n in LOAN_OUTPUT]
+    for row, one in zip(data["rows"], lin.rows):
+        alone = json.loads(one.to_json())
+        assert row["source"] == alone["source_lineage"] and row["reasoning"] == alone["reasoning_lineage"]
+    loans = {r["LoanID"] for row in data["rows"] for r in row["source"]["loan"]}
+    assert loans == {r["LoanID"] for r in lin.source_rows("loan")} == {"L01", "L02", "L03", "L07"}
+    assert "Per output row" in str(lin) and "[2] Judge='Reject', count=1" in str(lin)
+    with pytest.raises(LineageError, match="no output row of this answer has"):
+        lin.where(Judge="Maybe")
 
 
 def test_strategies_store_what_they_promise(runs: dict[str, Run]) -> None:

@@ -79,6 +79,15 @@ class ProvrcPairs:
         boxes = _walk(backward, [self.table(name, "backward")], self.output_ordinals(lids))
         return self.values(info["dict"]["dir"], info["attrs"], boxes)
 
+    def backward_pairs(self, name: str, lids: pa.Table) -> pa.Table:
+        """Each output row's own lineage: ranges do not say which output row they serve, so
+        one walk per row (in situ, in process)."""
+        parts = []
+        for lid in lids.column(LID).to_pylist():
+            found = self.backward(name, pa.table({LID: pa.array([lid], pa.int64())}))
+            parts.append(found.append_column(LID, pa.array([lid] * found.num_rows, pa.int64())))
+        return pa.concat_tables(parts)
+
     def forward(self, name: str, keys: pa.Table) -> set[int]:
         """Ids of the output rows whose lineage holds one of the attribute values ``keys``."""
         ords = self.value_ordinals(self.meta["indexes"][name]["dict"]["dir"], keys)

@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from materialization.pushdown import Restriction
 from segmenter.operators import Source
 from segmenter.segments import Segment
 from tracing.engines import Engine
-from tracing.lineage import AugmentedLineage, ReasoningRows, TraceStat
+from tracing.lineage import AugmentedLineage, ByRow, ReasoningRows, TraceStat
 from tracing.queries import trace_d, trace_non_d
 
 
 def derive(root: Segment, targets: Restriction | None, engine: Engine) -> AugmentedLineage:
-    """Augmented lineage of ``targets`` (rows of the root segment's output; None = all)."""
+    """Augmented lineage of ``targets`` (rows of the root segment's output; None = all);
+    numbered targets give it per target too (:class:`ByRow`)."""
     queue: deque[tuple[Segment, Restriction | None]] = deque([(root, targets)])
     source: dict[str, list[Any]] = {}
     reasoning: list[ReasoningRows] = []
@@ -26,8 +28,13 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     while queue:
         seg, r = queue.popleft()
         started = time.perf_counter()
+        numbered = r is not None and r.numbered
         if seg.functions:
-            rows = r.values if r is not None and r.complete else engine.settle(engine.output(seg, r)).rows
+            if r is not None and r.complete:
+                rows = r.values
+            else:
+                out = engine.output(seg, r)
+                rows = engine.settle(engine.semi(out, r) if numbered else out).rows  # type: ignore[arg-type]
             for fn in seg.functions:
                 picked = [*fn.arg_columns(), fn.value, fn.reason]
                 reasoning.append(
@@ -46,7 +53,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
             label = f"segment {part.child.id}" if part.child else f"table {part.leaf.table}"  # type: ignore[attr-defined]
             if part.rows is None:  # an input of a difference: trace the child directly
                 queue.append((part.child, part.targets))  # type: ignore[arg-type]
-                rows_out[label] = None if part.targets is None else part.targets.rows
+                rows_out[label] = part.targets.rows if part.targets and part.targets.on else None
                 continue
             rows_out[label] = (rows_out.get(label) or 0) + part.rows.count
             if part.child is None:
@@ -57,16 +64,24 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 )
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
-                queue.append((part.child, Restriction(part.rows.rows, ids, part.rows.count, complete=True)))
+                rows = part.rows
+                queue.append((part.child, Restriction(rows.rows, ids, rows.count, True, numbered)))
         stats.append(
             TraceStat(
                 seg.id,
                 "D" if seg.is_d else "Non-D",
                 seg.pattern(),
                 time.perf_counter() - started,
-                None if r is None else r.rows,
+                None if r is None or not r.on else r.rows,
                 rows_out,
             )
         )
-    merged = {table: engine.union_distinct(frames) for table, frames in source.items()}
-    return AugmentedLineage(source=merged, reasoning=reasoning, queries=stats)
+    found = {table: engine.union_distinct(frames) for table, frames in source.items()}
+    if targets is None or not targets.numbered:
+        return AugmentedLineage(source=found, reasoning=reasoning, queries=stats)
+    return AugmentedLineage(
+        source={table: engine.merged(rows) for table, rows in found.items()},
+        reasoning=[replace(entry, rows=engine.merged(entry.rows)) for entry in reasoning],
+        queries=stats,
+        by_row=ByRow(source=found, reasoning=reasoning),
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -18,7 +19,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 
 from materialization.capture import LID, lid_columns, lid_of
-from materialization.compile import ref
+from materialization.compile import ROW_ID, ref
 from materialization.compressed_index import COMPRESSED
 from materialization.indexes import index_name
 from materialization.provrc.tuples import FN
@@ -30,8 +31,10 @@ from tracing.allowed_sql import check_where
 from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
-from tracing.lineage import AugmentedLineage, ReasoningRows, TraceStat
+from tracing.lineage import PER_ROW_MAX, AugmentedLineage, ByRow, ReasoningRows, TraceStat
 from tracing.parquet_reader import ParquetReader, local_path
+
+CALL = "__call"  # a model call's row id in its segment's stored output
 
 
 class PairIndex(Protocol):
@@ -41,6 +44,9 @@ class PairIndex(Protocol):
 
     def backward(self, name: str, lids: pa.Table) -> pa.Table:
         """Distinct attribute values in the lineage of the output rows with ids ``lids``."""
+
+    def backward_pairs(self, name: str, lids: pa.Table) -> pa.Table:
+        """(``LID``, attribute values): each of the output rows ``lids`` with its own lineage."""
 
     def forward(self, name: str, keys: pa.Table) -> set[int]:
         """Ids of the output rows whose lineage holds one of the attribute values ``keys``."""
@@ -59,7 +65,10 @@ class ParquetPairs:
         return f"{self.run_dir}/{self.meta['indexes'][name][direction]['dir']}"
 
     def backward(self, name: str, lids: pa.Table) -> pa.Table:
-        return self.reader.lookup(self._index(name, "backward"), lids).drop_columns([LID])
+        return self.backward_pairs(name, lids).drop_columns([LID])
+
+    def backward_pairs(self, name: str, lids: pa.Table) -> pa.Table:
+        return self.reader.lookup(self._index(name, "backward"), lids)
 
     def forward(self, name: str, keys: pa.Table) -> set[int]:
         found = self.reader.lookup(self._index(name, "forward"), keys, [(LID, LID)])
@@ -118,7 +127,8 @@ class EagerIndex:
 
     # --- backward -----------------------------------------------------------------------------
     def targets(self, chosen: DataFrame | None) -> tuple[pa.Table, list[int]]:
-        """Visible rows and lineage ids of the chosen output rows (None: all of them)."""
+        """Visible rows (with their ``LID``) and lineage ids of the chosen output rows (None:
+        all of them)."""
         if chosen is None:
             rows = self.reader.scan(self._uri("output"), [*self._visible, (LID, LID)])
         else:
@@ -126,8 +136,7 @@ class EagerIndex:
                 *[ref(i).alias(n) for i, n in self._visible], lid_of(lid_columns(self.root)).alias(LID)
             )
             rows = named.toArrow()
-        lids = sorted(set(rows.column(LID).to_pylist()))
-        return rows.drop_columns([LID]), lids
+        return rows, sorted(set(rows.column(LID).to_pylist()))
 
     def rows_targets(self, rows: list[dict[str, Any]]) -> tuple[pa.Table, list[int]]:
         """Output rows equal (null-safely, on the columns given) to one of ``rows`` (dicts by
@@ -151,54 +160,107 @@ class EagerIndex:
                 f"{len(missing)} of the given rows are not in the output of run {self.record['run_id']}, "
                 f"e.g. { {names[c]: v for c, v in missing[0].items()} }"
             )
-        return matched.drop_columns([*cols, LID]), sorted(set(matched.column(LID).to_pylist()))
+        matched = matched.drop_columns(cols)
+        return matched, sorted(set(matched.column(LID).to_pylist()))
 
     def _schema(self, uri: str, select: Sequence[tuple[str, str]]) -> pa.Schema:
         return self.reader.scan(uri, select, "FALSE").schema
 
     def backward(self, targets: pa.Table, lids: list[int]) -> AugmentedLineage:
+        """The lineage of ``targets`` (output rows with their ``LID``); a few rows are also
+        answered apart (:class:`ByRow`), from the same index lookups kept with their ``LID``."""
         self._require("backward")
+        numbered = 1 < targets.num_rows <= PER_ROW_MAX
         keys = pa.table({LID: pa.array(lids, pa.int64())})
         stats: list[TraceStat] = []
         pairs: dict[str, list[pa.Table]] = {}
         for name in self.pairs.names:
             started = time.perf_counter()
-            found = self.pairs.backward(name, keys)
+            found = self.pairs.backward_pairs(name, keys) if numbered else self.pairs.backward(name, keys)
             pairs.setdefault(name, []).append(found)
             stats.append(self._stat(f"backward index {name}", started, len(lids), name, found.num_rows))
-        for d in self._controls_of(keys):
+        for d, serves in self._controls_of(keys).items():
             for name, info in self.meta["controls"][str(d)].items():
                 started = time.perf_counter()
                 found = self.reader.scan(self._uri(info["dir"]))
-                pairs.setdefault(name, []).append(found)
+                pairs.setdefault(name, []).append(_serving(found, serves) if numbered else found)
                 stats.append(
                     self._stat(f"control lineage of segment {d}: {name}", started, 1, name, found.num_rows)
                 )
         source: dict[str, pa.Table | DataFrame] = {}
         reasoning: list[ReasoningRows] = []
+        by_row = ByRow({}, [], self._numbered(targets)) if numbered else None
         for name, tables in sorted(pairs.items()):
-            found = pa.concat_tables(tables, promote_options="permissive")
+            owned = pa.concat_tables(tables, promote_options="permissive")
+            found = owned.drop_columns([LID]) if numbered else owned
             found = found.group_by(found.column_names).aggregate([])
             started = time.perf_counter()
             if name.startswith("src-"):
                 table = name[len("src-") :]
                 source[table] = self._source_rows(table, found)
+                if by_row is not None:
+                    by_row.source[table] = self._owned(source[table], owned, by_row.targets)
                 stats.append(
                     self._stat(f"source rows of {table}", started, found.num_rows, table, found.num_rows)
                 )
             else:
                 seg = self._segment(int(name[len("fn-") :]))
-                reasoning += self._calls(seg, found.rename_columns([LID]))
+                calls = self._calls(seg, found.rename_columns([LID]))
+                reasoning += calls
+                if by_row is not None:
+                    by_call = owned.rename_columns([c if c == LID else CALL for c in owned.column_names])
+                    by_row.reasoning.extend(self._owned_calls(seg, by_call, by_row.targets))
                 stats.append(
                     self._stat(
                         f"model calls of segment {seg.id}", started, found.num_rows, name, found.num_rows
                     )
                 )
         keys_ = {t: tuple(self.attrs(t)) for t in self.tables}
-        scope = self._scope()
         return AugmentedLineage(
-            source=source, reasoning=reasoning, queries=stats, targets=targets, keys=keys_, scope=scope
+            source=source,
+            reasoning=reasoning,
+            queries=stats,
+            targets=targets.drop_columns([LID]),
+            keys=keys_,
+            scope=self._scope(),
+            by_row=None if by_row is None else replace(by_row, targets=by_row.targets.drop_columns([LID])),
+            run_id=self.record["run_id"],
         )
+
+    @staticmethod
+    def _numbered(targets: pa.Table) -> pa.Table:
+        return targets.append_column(ROW_ID, pa.array(range(targets.num_rows), pa.int64()))
+
+    def _owned(self, rows: pa.Table | DataFrame, pairs: pa.Table, targets: pa.Table) -> pa.Table:
+        """``rows`` (one table's answer) with the ``ROW_ID`` of each target whose own lineage,
+        by ``pairs`` (``LID``, attribute values), holds them."""
+        local = rows if isinstance(rows, pa.Table) else rows.toArrow()
+        attrs = [c for c in pairs.column_names if c != LID]
+        on = " AND ".join(f"r.{_q(a)} IS NOT DISTINCT FROM p.{_q(a)}" for a in attrs)
+        return self._joined(local, pairs, targets, f"r JOIN p ON {on} JOIN t ON p.{_q(LID)} = t.{_q(LID)}")
+
+    def _owned_calls(self, seg: Segment, pairs: pa.Table, targets: pa.Table) -> list[ReasoningRows]:
+        """The model calls of ``seg``, each with the ``ROW_ID`` of the targets it serves."""
+        calls = pa.table({LID: pairs.column(CALL)})
+        out = []
+        for fn in seg.functions:
+            rows = self.reader.lookup(self._stored(seg), calls, [*_call_columns(fn), (LID, CALL)])
+            join = f"r JOIN p ON r.{CALL} = p.{CALL} JOIN t ON p.{_q(LID)} = t.{_q(LID)}"
+            owned = self._joined(rows, pairs, targets, join).drop_columns([CALL])
+            names = tuple(c.name for c in fn.arg_columns())
+            out.append(ReasoningRows(fn.udf, seg.id, names, fn.value.name, fn.reason.name, owned))
+        return out
+
+    def _joined(self, r: pa.Table, p: pa.Table, t: pa.Table, join: str) -> pa.Table:
+        """DuckDB over the Arrow tables ``r``, ``p``, ``t``: r's rows with t's ``ROW_ID``."""
+        con = self.reader.con
+        for name, table in (("r", r), ("p", p), ("t", t.select([LID, ROW_ID]))):
+            con.register(name, table)
+        try:
+            return con.sql(f"SELECT DISTINCT r.*, t.{_q(ROW_ID)} FROM {join}").to_arrow_table()
+        finally:
+            for name in ("r", "p", "t"):
+                con.unregister(name)
 
     def _scope(self) -> str | None:
         """What a pruned or coarsened capture leaves out, for people reading the answer."""
@@ -208,12 +270,17 @@ class EagerIndex:
         notes += [f"{t} per {', '.join(self.attrs(t))}" for t in self.tables if not self.keyed(t)]
         return "; ".join(notes) or None
 
-    def _controls_of(self, keys: pa.Table) -> list[int]:
+    def _controls_of(self, keys: pa.Table) -> dict[int, list[int]]:
+        """The differences whose subtrahend the output rows ``keys`` depend on, each with
+        the ids of the rows that do."""
         ctl = self.meta.get("ctl")
         if not ctl:
-            return []
+            return {}
         found = self.reader.lookup(self._uri(ctl["dir"]), keys)
-        return sorted(set(found.column("d").to_pylist()))
+        serves: dict[int, list[int]] = {}
+        for lid, d in zip(found.column(LID).to_pylist(), found.column("d").to_pylist()):
+            serves.setdefault(d, []).append(lid)
+        return dict(sorted(serves.items()))
 
     def _source_rows(self, table: str, attrs: pa.Table) -> pa.Table | DataFrame:
         if not self.keyed(table):
@@ -344,6 +411,16 @@ class EagerIndex:
         keys = pa.table({LID: pa.array(sorted(lids), pa.int64())})
         outputs = self.reader.lookup(self._uri("output"), keys, self._visible, distinct=False)
         return ForwardLineage(what, given, outputs, len(lids), time.perf_counter() - started)
+
+
+def _serving(found: pa.Table, lids: list[int]) -> pa.Table:
+    """Every row of ``found`` once for each of the output rows ``lids`` (with its ``LID``)."""
+    parts = [found.append_column(LID, pa.array([lid] * found.num_rows, pa.int64())) for lid in lids]
+    return pa.concat_tables(parts)
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _call_columns(fn: Function) -> list[tuple[str, str]]:

@@ -4,22 +4,32 @@ Rows are Spark DataFrames (the tracing queries' results, settled so that asking 
 nothing more) or Arrow tables (answers read in-process from an eager run's indexes); the
 accessors collect either into the same plain dicts. ``str()`` gives a readable report,
 :meth:`to_json` a portable one.
+
+An answer over several output rows also keeps, per row, what belongs to it (:class:`ByRow`,
+computed in the same pass): index it like SHAP's ``Explanation`` (``lin[0]``, ``lin[1:3]``,
+``lin.rows``, ``lin.where(...)``) for one row's own source rows and model calls.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row
 
+from materialization.compile import ROW_ID
+from segmenter.errors import LineageError
 from tracing.confidence.answer import ConfidenceAnswer
 
 SHOW_ROWS = 10
+PER_ROW_MAX = 1_000  # chosen output rows answered apart (more: one merged answer)
+SCHEMA_VERSION = 2  # of to_dict's shape: 2 added "rows", "run_id"
 
 Rows = DataFrame | pa.Table
 
@@ -46,6 +56,32 @@ class TraceStat:
     rows_out: dict[str, int | None]  # per input; None: all of it
 
 
+@dataclass(frozen=True)
+class ByRow:
+    """The answer's rows with ``ROW_ID``: which chosen output row each serves (a row that
+    serves several is there once for each)."""
+
+    source: dict[str, Rows]
+    reasoning: list[ReasoningRows]
+    targets: Rows | None = None
+
+    def local(self) -> ByRow:
+        """The same rows as Arrow tables (a per-row answer is small: it is read in process)."""
+        return ByRow(
+            {t: _arrow(r) for t, r in self.source.items()},
+            [replace(e, rows=_arrow(e.rows)) for e in self.reasoning],
+            None if self.targets is None else _arrow(self.targets),
+        )
+
+    def only(self, ids: list[int]) -> ByRow:
+        """What serves the targets ``ids`` (local rows)."""
+        return ByRow(
+            {t: _serving(r, ids) for t, r in self.source.items()},
+            [replace(e, rows=_serving(e.rows, ids)) for e in self.reasoning],
+            None if self.targets is None else _serving(self.targets, ids, shared=False),
+        )
+
+
 @dataclass
 class AugmentedLineage:
     source: dict[str, Rows]
@@ -57,7 +93,10 @@ class AugmentedLineage:
     confidence: ConfidenceAnswer | None = None  # the rows' probabilities (confidence runs)
     engine: str | None = None  # which engine ran the tracing queries (lazy answers)
     warnings: list[str] = field(default_factory=list)  # e.g. a model's weights changed since the run
+    by_row: ByRow | None = None  # the same rows, each with the chosen output row it serves
+    run_id: str | None = None
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _local: list[ByRow] = field(default_factory=list, repr=False)
 
     # --- accessors ----------------------------------------------------------------------------
     @property
@@ -121,9 +160,82 @@ class AugmentedLineage:
     def seconds(self) -> float:
         return sum(q.seconds for q in self.queries)
 
+    # --- per output row (like SHAP's Explanation: index, slice, iterate) ----------------------
+    @property
+    def rows(self) -> list[AugmentedLineage]:
+        """One answer per chosen output row, in the order of :attr:`targets`' rows."""
+        return [self._only([i]) for i, _ in self._numbered()]
+
+    def __len__(self) -> int:
+        """How many output rows the answer is about."""
+        return 0 if self.targets is None else _count(self.targets)
+
+    def __bool__(self) -> bool:
+        return True  # an answer, even about no row
+
+    def __getitem__(self, index: int | slice) -> AugmentedLineage:
+        """``lin[i]``: the answer for output row i alone; ``lin[i:j]``: for those rows."""
+        ids = [i for i, _ in self._numbered()]
+        return self._only(ids[index] if isinstance(index, slice) else [ids[index]])
+
+    def where(self, test: Callable[[dict[str, Any]], bool] | None = None, **values: Any) -> AugmentedLineage:
+        """The answer for the chosen output rows that pass ``test`` (a function of the row's
+        dict) and hold the given ``values`` (``lin.where(Decision="Accept")``)."""
+        ids = [
+            i
+            for i, row in self._numbered()
+            if (test is None or test(row)) and all(row.get(k, _MISSING) == v for k, v in values.items())
+        ]
+        if not ids:
+            raise LineageError(f"no output row of this answer has {values or 'that property'}")
+        return self._only(ids)
+
+    def _numbered(self) -> list[tuple[int, dict[str, Any]]]:
+        """(ROW_ID, row) of every target, in :func:`collect_rows` order."""
+        if self.targets is None:
+            raise LineageError("this answer is about every output row at once: ask for chosen rows")
+        if self.by_row is None:
+            count = _count(self.targets)
+            if count != 1:
+                raise LineageError(
+                    f"this answer merges {count} output rows (answers apart are kept for up to "
+                    f"{PER_ROW_MAX:,}): ask about fewer rows, or one at a time"
+                )
+            return [(0, collect_rows(self.targets)[0])]
+        rows = [(r.pop(ROW_ID), r) for r in collect_rows(self._by_row().targets)]  # type: ignore[arg-type]
+        return sorted(rows, key=lambda pair: (_sort_key(pair[1]), pair[0]))
+
+    def _by_row(self) -> ByRow:
+        if not self._local:
+            self._local.append(self.by_row.local())  # type: ignore[union-attr]
+        return self._local[0]
+
+    def _only(self, ids: list[int]) -> AugmentedLineage:
+        if self.by_row is None:
+            return self
+        part = self._by_row().only(ids)
+        targets = collect_rows(part.targets.drop_columns([ROW_ID]))  # type: ignore[union-attr]
+        confidence = self.confidence
+        if confidence is not None:
+            mine = [r for r in confidence.rows if r.row in targets]
+            confidence = replace(confidence, rows=mine)
+        return replace(
+            self,
+            source={t: _distinct(r) for t, r in part.source.items()},
+            reasoning=[replace(e, rows=_distinct(e.rows)) for e in part.reasoning],
+            targets=part.targets.drop_columns([ROW_ID]),  # type: ignore[union-attr]
+            confidence=confidence,
+            by_row=part,
+            _cache={},
+            _local=[part],
+        )
+
     # --- presentation -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "rows": self._rows_dict(),
             "targets": collect_rows(self.targets) if self.targets is not None else None,
             "source_lineage": {t: self.source_rows(t) for t in self.tables},
             "reasoning_lineage": self.reasoning_rows(),
@@ -132,6 +244,22 @@ class AugmentedLineage:
             "confidence": self.confidence.to_dict() if self.confidence is not None else None,
             "warnings": self.warnings,
         }
+
+    def _rows_dict(self) -> list[dict[str, Any]] | None:
+        """Per chosen output row: its values, source rows by table, model calls (None when
+        the answer merges rows it did not keep apart)."""
+        try:
+            rows = self.rows
+        except LineageError:
+            return None
+        return [
+            {
+                "output": collect_rows(one.targets)[0],  # type: ignore[arg-type]
+                "source": {t: one.source_rows(t) for t in one.tables},
+                "reasoning": one.reasoning_rows(),
+            }
+            for one in rows
+        ]
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
@@ -143,6 +271,13 @@ class AugmentedLineage:
             lines.append(f"Augmented lineage of {len(targets)} output row(s)")
             lines += [f"  {fmt_row(r)}" for r in targets[:SHOW_ROWS]]
             lines += _more(len(targets))
+        if self.by_row is not None and len(self) > 1:
+            lines.append("Per output row (lin[i] is row i's own answer)")
+            for i in range(min(len(self), SHOW_ROWS)):
+                one = self[i]
+                counts = ", ".join(f"{k}: {n}" for k, n in one.counts().items() if n)
+                lines.append(f"  [{i}] {fmt_row(collect_rows(one.targets)[0])}: {counts}")  # type: ignore[arg-type]
+            lines += _more(len(self))
         if self.confidence is not None:
             lines.append(f"Confidence: {self.confidence}")
         lines.append("Source lineage" + (f" ({self.scope})" if self.scope else ""))
@@ -195,6 +330,31 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_MISSING = object()
+
+
+def _arrow(rows: Rows) -> pa.Table:
+    return rows if isinstance(rows, pa.Table) else rows.toArrow()
+
+
+def _serving(table: pa.Table, ids: list[int], shared: bool = True) -> pa.Table:
+    """The rows of ``table`` that serve one of the targets ``ids`` (``shared``: or all)."""
+    col = table.column(ROW_ID)
+    mine = pc.is_in(col, value_set=pa.array(ids, pa.int64()))
+    return table.filter(pc.or_kleene(mine, pc.is_null(col)) if shared else mine)
+
+
+def _distinct(table: pa.Table) -> pa.Table:
+    """``table`` without ``ROW_ID``, each row once (any column type: nested reasons too)."""
+    rows = table.drop_columns([ROW_ID])
+    unique = {_sort_key(r): r for r in rows.to_pylist()}
+    return pa.Table.from_pylist(list(unique.values()), schema=rows.schema)
+
+
+def _sort_key(row: dict[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True, default=str)
+
+
 def _count(rows: Rows) -> int:
     return rows.num_rows if isinstance(rows, pa.Table) else rows.count()
 
@@ -203,7 +363,7 @@ def collect_rows(rows: Rows) -> list[dict[str, Any]]:
     """All rows as plain dicts, sorted (a stable order for reports and comparisons)."""
     found = rows.to_pylist() if isinstance(rows, pa.Table) else [r.asDict() for r in rows.collect()]
     dicts = [{k: _plain(v) for k, v in r.items()} for r in found]
-    return sorted(dicts, key=lambda d: json.dumps(d, sort_keys=True, default=str))
+    return sorted(dicts, key=_sort_key)
 
 
 def fmt_row(row: dict[str, Any]) -> str:

@@ -13,12 +13,17 @@ those the inner join would give (r is in the lineage iff θ(l, r) for a kept l),
 join's product: Q21's NOT EXISTS difference has 0.7 M pairs for 12 k rows.
 
 D segment T₁ − T₂: {Ō, T₂}.
+
+Per row: when the targets are *numbered* (each carries ``ROW_ID``), the semi-join with them
+becomes a join that keeps each row's ``ROW_ID``, and the probes and Split carry it: one pass
+answers for every chosen output row apart. "All of it" (a difference's T₂) is then a
+restriction on no column: all rows, for each target that reached the difference.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from materialization.compile import TAG_PREFIX
@@ -60,7 +65,7 @@ def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> li
         else:
             match = {c.id for c in seg.body_top.match_columns()}
         on = {v: n for v, n in targets.on.items() if n in match}
-        joined = engine.semi(joined, Restriction(targets.values, on, targets.rows))
+        joined = engine.semi(joined, replace(targets, on=on, complete=False))
     found = _split(engine.settle(joined), seg.body_top, inputs, tags, probes, engine)
     return [LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)]) for leaf in seg.leaves]
 
@@ -116,18 +121,23 @@ def trace_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[L
     Asked for all of its output (as the subtrahend of another difference is), Ō is the
     whole output T₁ − T₂, not all of T₁."""
     left, right = seg.leaves
-    if targets is None:
-        everything = engine.settle(engine.output(seg, None))
-        targets = Restriction(everything.rows, {c.id: c.id for c in seg.top.columns}, everything.count)
+    if targets is None or not targets.on:
+        output = engine.output(seg, None)
+        everything = engine.settle(engine.semi(output, targets) if targets else output)
+        on = {c.id: c.id for c in seg.top.columns}
+        targets = Restriction(everything.rows, on, everything.count, numbered=targets is not None)
     if targets.rows == 0:  # SL(∅) = ∅: not even T₂ contributes to no row
         return []
     out = []
-    for leaf, r in ((left, targets), (right, None)):
+    everything = targets.narrowed({}) if targets.numbered else None  # T₂: for each target here
+    for leaf, r in ((left, targets), (right, everything)):
         narrowed = r.narrowed({c.id: c.id for c in leaf.match_columns()}) if r else None
         child = seg.child_for(leaf)
         if child is None:
-            rows = engine.settle(engine.leaf_input(seg, leaf, narrowed))
-            out.append(LeafLineage(leaf, None, rows=rows))
+            rel = engine.leaf_input(seg, leaf, narrowed)
+            if narrowed is not None and narrowed.numbered:
+                rel = engine.semi(rel, narrowed)
+            out.append(LeafLineage(leaf, None, rows=engine.settle(rel)))
         else:
             out.append(LeafLineage(leaf, child, targets=narrowed))
     return out

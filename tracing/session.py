@@ -62,7 +62,7 @@ from tracing.engines.in_process import DuckEngine
 from tracing.engines.spark_engine import SparkEngine
 from tracing.errors import NotCapturedError, TargetNotFoundError, filter_where, first_line
 from tracing.forward import ForwardLineage
-from tracing.lineage import AugmentedLineage
+from tracing.lineage import PER_ROW_MAX, AugmentedLineage
 from tracing.regions import RegionLineage, region_lineage
 from tracing.task_code import with_code
 from tracing.tracking import Option, track
@@ -575,6 +575,7 @@ class Run:
                 result = self._derive(tracer, chosen, complete)
         result.targets = tracer.named(chosen.rows, self.task.output, distinct=False)
         result.keys = _source_keys(self.task)
+        result.run_id = self.id
         if self.backend == "confidence":
             df = df if df is not None else self._choose(where, rows, sample, seed)
             result.confidence = row_confidences(self.formulas, self._confidence_targets(df))
@@ -598,8 +599,15 @@ class Run:
         return Settled(tracer.targets(ids, local or []), count), df
 
     def _derive(self, engine: Engine, chosen: Settled, complete: bool) -> AugmentedLineage:
+        """The answer for the chosen rows, and for each apart when there are a few."""
         match = {c.id: c.id for c in self.task.root.match_columns()}
-        result = derive(self.root, Restriction(chosen.rows, match, chosen.count, complete), engine)
+        numbered = 1 < chosen.count <= PER_ROW_MAX
+        if numbered:
+            chosen = engine.numbered(chosen)
+        result = derive(self.root, Restriction(chosen.rows, match, chosen.count, complete, numbered), engine)
+        if result.by_row is not None:
+            targets = engine.named(chosen.rows, self.task.output, distinct=False)
+            result.by_row = replace(result.by_row, targets=targets)
         result.engine = engine.name
         return result
 

@@ -63,16 +63,23 @@ class Engine(Protocol):
         """``rel`` with the grouping keys evaluated as columns."""
 
     def semi(self, rel: Any, restriction: Restriction) -> Any:
-        """``rel`` ⋉ the restriction's values, null-safely."""
+        """``rel`` ⋉ the restriction's values, null-safely; numbered values: each kept row
+        once per target it serves, with that target's ``ROW_ID``."""
+
+    def numbered(self, targets: Settled) -> Settled:
+        """The targets, each with its own ``ROW_ID`` (0, 1, …)."""
+
+    def merged(self, rows: Any) -> Any:
+        """An answer's rows without ``ROW_ID``, each once: the answer for all targets."""
 
     def settle(self, rel: Any) -> Settled:
         """``rel`` evaluated once, so that later steps reuse it."""
 
     def split(self, settled: Settled, tag: str) -> Settled:
-        """The distinct rows one tag holds among the settled rows."""
+        """The distinct rows one tag holds among the settled rows (with their ``ROW_ID``)."""
 
     def named(self, rel: Any, cols: Sequence[Col], distinct: bool) -> Any:
-        """``rel``'s ``cols`` under the user's names: an answer's rows."""
+        """``rel``'s ``cols`` under the user's names (and its ``ROW_ID``): an answer's rows."""
 
     def union_distinct(self, rels: list[Any]) -> Any:
         """Rows found along several paths, each once."""

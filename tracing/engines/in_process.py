@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Row
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
-from materialization.compile import TAG_PREFIX
+from materialization.compile import ROW_ID, TAG_PREFIX
 from materialization.integrity import Check
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
@@ -264,7 +264,10 @@ class DuckEngine:
 
     def matching(self, rel: Rel, probes: Settled, condition: Sequence[Expr]) -> Rel:
         cond = " AND ".join(f"({self._expr(e)})" for e in condition)
-        return Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({probes.rows.sql}) y ON {cond}", rel.cols)
+        if ROW_ID not in probes.rows.cols:
+            return Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({probes.rows.sql}) y ON {cond}", rel.cols)
+        sql = f"SELECT x.*, y.{q(ROW_ID)} FROM ({rel.sql}) x JOIN ({probes.rows.sql}) y ON {cond}"
+        return Rel(sql, (*rel.cols, ROW_ID))
 
     def with_keys(self, rel: Rel, keys: Sequence[tuple[Col, Expr]]) -> Rel:
         ids = [c.id for c, _ in keys]
@@ -273,18 +276,38 @@ class DuckEngine:
         return Rel(f"SELECT {', '.join([*map(q, kept), *exprs])} FROM ({rel.sql})", (*kept, *ids))
 
     def semi(self, rel: Rel, restriction: Restriction) -> Rel:
-        return self._restricted(rel, restriction)
+        if not restriction.numbered:
+            return self._restricted(rel, restriction)
+        values: Rel = restriction.values
+        on = {n: v for v, n in restriction.on.items() if n in rel.cols}
+        picked = ", ".join(map(q, dict.fromkeys([*on.values(), ROW_ID])))
+        cond = " AND ".join(f"x.{q(n)} IS NOT DISTINCT FROM v.{q(v)}" for n, v in on.items()) or "TRUE"
+        distinct = f"SELECT DISTINCT {picked} FROM ({values.sql})"
+        sql = f"SELECT x.*, v.{q(ROW_ID)} FROM ({rel.sql}) x JOIN ({distinct}) v ON {cond}"
+        return Rel(sql, (*rel.cols, ROW_ID))
+
+    def numbered(self, targets: Settled) -> Settled:
+        rel: Rel = targets.rows
+        sql = f"SELECT *, CAST(row_number() OVER () - 1 AS BIGINT) AS {q(ROW_ID)} FROM ({rel.sql})"
+        return self.settle(Rel(sql, (*rel.cols, ROW_ID)))
+
+    def merged(self, rows: pa.Table) -> pa.Table:
+        found = self._register(rows).rows
+        return self.con.sql(f"SELECT DISTINCT * EXCLUDE ({q(ROW_ID)}) FROM ({found.sql})").to_arrow_table()
 
     def settle(self, rel: Rel) -> Settled:
         return self._register(self.con.sql(rel.sql).to_arrow_table())
 
     def split(self, settled: Settled, tag: str) -> Settled:
+        cols = self._tag_cols[tag] + (ROW_ID,) * (ROW_ID in settled.rows.cols)
         fields = ", ".join(f"{q(tag)}.{q(c)} AS {q(c)}" for c in self._tag_cols[tag])
+        fields += f", {q(ROW_ID)}" * (ROW_ID in settled.rows.cols)
         sql = f"SELECT DISTINCT {fields} FROM ({settled.rows.sql}) WHERE {q(tag)} IS NOT NULL"
-        return self.settle(Rel(sql, self._tag_cols[tag]))
+        return self.settle(Rel(sql, cols))
 
     def named(self, rel: Rel, cols: Sequence[Col], distinct: bool) -> pa.Table:
-        picked = ", ".join(f"{q(c.id)} AS {q(c.name)}" for c in cols)
+        kept = [q(ROW_ID)] * (ROW_ID in rel.cols)
+        picked = ", ".join([*(f"{q(c.id)} AS {q(c.name)}" for c in cols), *kept])
         return self.con.sql(
             f"SELECT {'DISTINCT ' if distinct else ''}{picked} FROM ({rel.sql})"
         ).to_arrow_table()

@@ -8,8 +8,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
-from materialization.compile import Compiler, conjunction, ref
+from materialization.compile import ROW_ID, Compiler, conjunction, ref
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import settle
@@ -42,13 +43,25 @@ class SparkEngine:
         return compiler.compile(node)
 
     def matching(self, rel: DataFrame, probes: Settled, condition: Sequence[Expr]) -> DataFrame:
-        return rel.join(probes.rows, conjunction(condition), "left_semi")
+        if ROW_ID not in probes.rows.columns:
+            return rel.join(probes.rows, conjunction(condition), "left_semi")
+        joined = rel.join(probes.rows, conjunction(condition), "inner")
+        return joined.select(*map(ref, rel.columns), ref(ROW_ID))
 
     def with_keys(self, rel: DataFrame, keys: Sequence[tuple[Col, Expr]]) -> DataFrame:
         return rel.withColumns({c.id: F.expr(e.sql) for c, e in keys})
 
     def semi(self, rel: DataFrame, restriction: Restriction) -> DataFrame:
-        return restriction.apply(rel)
+        return restriction.attach(rel)
+
+    def numbered(self, targets: Settled) -> Settled:
+        df: DataFrame = targets.rows
+        rows = [(*r, i) for i, r in enumerate(df.collect())]  # a few rows, settled: no job
+        schema = StructType([*df.schema.fields, StructField(ROW_ID, LongType(), False)])
+        return Settled(self.spark.createDataFrame(rows, schema), len(rows), rows)
+
+    def merged(self, rows: DataFrame) -> DataFrame:
+        return rows.drop(ROW_ID).distinct()
 
     def settle(self, rel: DataFrame) -> Settled:
         rows, count, local = settle(rel)
@@ -57,15 +70,23 @@ class SparkEngine:
     def split(self, settled: Settled, tag: str) -> Settled:
         """On the driver when the joined rows were collected, else one distinct pass."""
         joined: DataFrame = settled.rows
+        numbered = ROW_ID in joined.columns
         if settled.local is None:
-            return self.settle(joined.where(F.col(tag).isNotNull()).select(f"{tag}.*").distinct())
-        unique = {_frozen(r[tag]): r[tag] for r in settled.local if r[tag] is not None}
+            picked = joined.where(F.col(tag).isNotNull()).select(f"{tag}.*", *[ROW_ID] * numbered)
+            return self.settle(picked.distinct())
         schema = joined.schema[tag].dataType
+        if numbered:
+            schema = StructType([*schema.fields, joined.schema[ROW_ID]])  # type: ignore[attr-defined]
+        unique = {}
+        for r in settled.local:
+            if r[tag] is not None:
+                row = (*r[tag], r[ROW_ID]) if numbered else r[tag]
+                unique[_frozen(row)] = row
         rows = self.spark.createDataFrame(list(unique.values()), schema)  # type: ignore[arg-type]
         return Settled(rows, len(unique))
 
     def named(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame:
-        named = rel.select(*[ref(c.id).alias(c.name) for c in cols])
+        named = rel.select(*[ref(c.id).alias(c.name) for c in cols], *[ROW_ID] * (ROW_ID in rel.columns))
         return named.distinct() if distinct else named
 
     def union_distinct(self, rels: list[Any]) -> DataFrame:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import replace
 from typing import Any
 
 from materialization.pushdown import Restriction
@@ -79,9 +78,4 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     found = {table: engine.union_distinct(frames) for table, frames in source.items()}
     if targets is None or not targets.numbered:
         return AugmentedLineage(source=found, reasoning=reasoning, queries=stats)
-    return AugmentedLineage(
-        source={table: engine.merged(rows) for table, rows in found.items()},
-        reasoning=[replace(entry, rows=engine.merged(entry.rows)) for entry in reasoning],
-        queries=stats,
-        by_row=ByRow(source=found, reasoning=reasoning),
-    )
+    return ByRow(source=found, reasoning=reasoning).local().merged(stats)

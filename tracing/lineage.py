@@ -73,6 +73,15 @@ class ByRow:
             None if self.targets is None else _arrow(self.targets),
         )
 
+    def merged(self, queries: list[TraceStat]) -> AugmentedLineage:
+        """The answer for all the targets (each row once), keeping these rows apart."""
+        return AugmentedLineage(
+            source={t: _distinct(r) for t, r in self.source.items()},
+            reasoning=[replace(e, rows=_distinct(e.rows)) for e in self.reasoning],
+            queries=queries,
+            by_row=self,
+        )
+
     def only(self, ids: list[int]) -> ByRow:
         """What serves the targets ``ids`` (local rows)."""
         return ByRow(
@@ -96,7 +105,6 @@ class AugmentedLineage:
     by_row: ByRow | None = None  # the same rows, each with the chosen output row it serves
     run_id: str | None = None
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
-    _local: list[ByRow] = field(default_factory=list, repr=False)
 
     # --- accessors ----------------------------------------------------------------------------
     @property
@@ -202,18 +210,13 @@ class AugmentedLineage:
                     f"{PER_ROW_MAX:,}): ask about fewer rows, or one at a time"
                 )
             return [(0, collect_rows(self.targets)[0])]
-        rows = [(r.pop(ROW_ID), r) for r in collect_rows(self._by_row().targets)]  # type: ignore[arg-type]
+        rows = [(r.pop(ROW_ID), r) for r in collect_rows(self.by_row.targets)]  # type: ignore[arg-type]
         return sorted(rows, key=lambda pair: (_sort_key(pair[1]), pair[0]))
-
-    def _by_row(self) -> ByRow:
-        if not self._local:
-            self._local.append(self.by_row.local())  # type: ignore[union-attr]
-        return self._local[0]
 
     def _only(self, ids: list[int]) -> AugmentedLineage:
         if self.by_row is None:
             return self
-        part = self._by_row().only(ids)
+        part = self.by_row.only(ids)
         targets = collect_rows(part.targets.drop_columns([ROW_ID]))  # type: ignore[union-attr]
         confidence = self.confidence
         if confidence is not None:
@@ -227,7 +230,6 @@ class AugmentedLineage:
             confidence=confidence,
             by_row=part,
             _cache={},
-            _local=[part],
         )
 
     # --- presentation -------------------------------------------------------------------------

@@ -607,7 +607,7 @@ class Run:
         result = derive(self.root, Restriction(chosen.rows, match, chosen.count, complete, numbered), engine)
         if result.by_row is not None:
             targets = engine.named(chosen.rows, self.task.output, distinct=False)
-            result.by_row = replace(result.by_row, targets=targets)
+            result.by_row = replace(result.by_row, targets=targets).local()
         result.engine = engine.name
         return result
 

@@ -69,9 +69,6 @@ class Engine(Protocol):
     def numbered(self, targets: Settled) -> Settled:
         """The targets, each with its own ``ROW_ID`` (0, 1, …)."""
 
-    def merged(self, rows: Any) -> Any:
-        """An answer's rows without ``ROW_ID``, each once: the answer for all targets."""
-
     def settle(self, rel: Any) -> Settled:
         """``rel`` evaluated once, so that later steps reuse it."""
 

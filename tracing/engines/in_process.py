@@ -291,10 +291,6 @@ class DuckEngine:
         sql = f"SELECT *, CAST(row_number() OVER () - 1 AS BIGINT) AS {q(ROW_ID)} FROM ({rel.sql})"
         return self.settle(Rel(sql, (*rel.cols, ROW_ID)))
 
-    def merged(self, rows: pa.Table) -> pa.Table:
-        found = self._register(rows).rows
-        return self.con.sql(f"SELECT DISTINCT * EXCLUDE ({q(ROW_ID)}) FROM ({found.sql})").to_arrow_table()
-
     def settle(self, rel: Rel) -> Settled:
         return self._register(self.con.sql(rel.sql).to_arrow_table())
 

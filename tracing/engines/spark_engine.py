@@ -60,9 +60,6 @@ class SparkEngine:
         schema = StructType([*df.schema.fields, StructField(ROW_ID, LongType(), False)])
         return Settled(self.spark.createDataFrame(rows, schema), len(rows), rows)
 
-    def merged(self, rows: DataFrame) -> DataFrame:
-        return rows.drop(ROW_ID).distinct()
-
     def settle(self, rel: DataFrame) -> Settled:
         rows, count, local = settle(rel)
         return Settled(rows, count, local)

@@ -1,1 +1,2 @@
-"""Workloads: the paper's loan example, TPC-H-style CDA queries, the benchmark runner."""
+"""Workloads (``workloads/``), the benchmarks that run them (``benchmarks/``) and the ``al``
+command line (``command_line/``)."""

@@ -1,8 +1,8 @@
-"""``python -m cda_workload``: the same commands as ``al`` (see :mod:`cda_workload.cli`)."""
+"""``python -m cda_workload``: the same commands as ``al`` (see :mod:`cda_workload.command_line.cli`)."""
 
 import sys
 
-from cda_workload.cli import main
+from cda_workload.command_line.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

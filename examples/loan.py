@@ -3,7 +3,7 @@ registers Client, Debt and Loan and runs α_{Judge,COUNT(*)}(φ_credit_rules(...
 
 from pyspark.sql import DataFrame
 
-from cda_workload.loan_example import loan_task, register_loan_tables
+from cda_workload.workloads.loan_example import loan_task, register_loan_tables
 from tracing import LineageSession
 
 

@@ -16,7 +16,7 @@ import time
 import pytest
 from pyspark.sql import SparkSession
 
-from cda_workload.loan_example import loan_task
+from cda_workload.workloads.loan_example import loan_task
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
 from tests.tasks_suite import TASKS_BY_ID, register_suite_tables
 from tests.test_differential import (

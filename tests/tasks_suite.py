@@ -26,7 +26,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cda_workload.loan_example import loan_task, register_loan_tables
+from cda_workload.workloads.loan_example import loan_task, register_loan_tables
 from reasoning_udfs import ReasoningUDF
 from reasoning_udfs.loan_rules import credit_rules
 from tracing import LineageSession

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 from PIL import Image, ImageChops
 
-from cda_workload.udfs import register_udfs_named_in, udf_models
+from cda_workload.workloads.udfs import register_udfs_named_in, udf_models
 from tests.browser import render
 from tests.test_udf_vision import WITH_PERSON, WITHOUT_PERSON
 from tracing import AugmentedLineage, ForwardLineage, LineageSession, Run

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cda_workload import cli_lineage
-from cda_workload.cli import main
-from cda_workload.progress import Progress
+from cda_workload.command_line import cli_lineage
+from cda_workload.command_line.cli import main
+from cda_workload.command_line.progress import Progress
 from tests.browser import render
 
 ROOT = Path(__file__).resolve().parent.parent

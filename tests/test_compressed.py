@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from cda_workload.loan_example import loan_task
+from cda_workload.workloads.loan_example import loan_task
 from materialization.capture import Capture, CaptureError
 from materialization.provrc import backward, forward
 from materialization.provrc.paths import REF, Step, encode_paths

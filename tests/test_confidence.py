@@ -482,7 +482,7 @@ def test_command_line_of_a_confidence_run(
     """`al run --backend confidence`, `al lineage --json` with the rows' probabilities, and
     `al report --most-uncertain N`: the rows closest to ½ (Ullman at the banquet, 0.54), each
     with its confidence in the report's JSON; a lazy run says why it cannot."""
-    from cda_workload.cli import main
+    from cda_workload.command_line.cli import main
 
     store = conference.store.uri
     task = tmp_path / "roster.sql"

@@ -21,7 +21,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cda_workload.loan_example import loan_task
+from cda_workload.workloads.loan_example import loan_task
 from materialization.capture import Capture, CaptureError
 from segmenter.errors import LineageError
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cda_workload.loan_example import LOAN_SQL, loan_task, register_loan_tables
+from cda_workload.workloads.loan_example import LOAN_SQL, loan_task, register_loan_tables
 from materialization.capture import Capture
 from reasoning_udfs.loan_rules import credit_rules
 from segmenter.errors import LineageError

@@ -15,7 +15,7 @@ from openlineage.client import OpenLineageClient
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cda_workload.loan_example import register_loan_tables
+from cda_workload.workloads.loan_example import register_loan_tables
 from reasoning_udfs.loan_rules import credit_rules
 from tests.test_store_trust import _al
 from tracing import LineageSession

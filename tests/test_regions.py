@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from cda_workload.udfs import register_udfs_named_in
+from cda_workload.workloads.udfs import register_udfs_named_in
 from materialization.provrc import Relation, compress
 from materialization.provrc.regions import RegionRelation, token_positions, words
 from segmenter.errors import LineageError

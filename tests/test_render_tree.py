@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from cda_workload.loan_example import register_loan_tables
+from cda_workload.workloads.loan_example import register_loan_tables
 from segmenter.segments import segment
 from tracing import LineageSession
 from tracing.present.tree import tree_svg

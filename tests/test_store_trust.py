@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from cda_workload.cli import main
+from cda_workload.command_line.cli import main
 from materialization import StoreError
 from materialization.catalog import check_run_id
 from segmenter.errors import LineageError

@@ -15,7 +15,7 @@ import pytest
 from mlflow import MlflowClient
 from pyspark.sql import SparkSession
 
-from cda_workload.loan_example import loan_task, register_loan_tables
+from cda_workload.workloads.loan_example import loan_task, register_loan_tables
 from tracing import LineageSession, Run
 from tracing.present.html import run_html
 

@@ -26,7 +26,7 @@ from tracing.lineage import AugmentedLineage, ReasoningRows
 
 GREAT, TERRIBLE = "This product is great", "Terrible, it broke after a day"
 PIECES = "The cinematography was unbelievably mesmerizing"  # both long words split into ##pieces
-PAPER_ROWS = {  # Havey, Joa, Kim, Pia of cda_workload/loan_example.py
+PAPER_ROWS = {  # Havey, Joa, Kim, Pia of cda_workload/workloads/loan_example.py
     (3400, 810, 4000): "Accept",
     (2200, 1350, 20000): "Reject",
     (5100, 300, 6000): "Accept",

@@ -12,10 +12,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cda_workload.__main__ import main as cli
-from cda_workload.bench import Case, baseline, cda_cases, lfw_cases, prepare
-from cda_workload.cda_queries import QUERIES, query_names
-from cda_workload.extended_tpch import generate_extended, image_pool, review_pool
-from cda_workload.lfw import generate_lfw
+from cda_workload.benchmarks.bench import Case, baseline, cda_cases, lfw_cases, prepare
+from cda_workload.workloads.cda_queries import QUERIES, query_names
+from cda_workload.workloads.extended_tpch import generate_extended, image_pool, review_pool
+from cda_workload.workloads.lfw import generate_lfw
 from models.paths import data_dir
 from tracing import LineageSession
 

@@ -1,6 +1,6 @@
 """Which representation to use for an id set, from its size, universe and clustering.
 
-The thresholds come from ``cda_workload/bench_idsets.py`` (docs/bench/idsets/idsets.json);
+The thresholds come from ``cda_workload/benchmarks/bench_idsets.py`` (docs/bench/idsets/idsets.json);
 see the constants below for the figures each one rests on.
 """
 

@@ -1,6 +1,6 @@
 """Compressed-backend benchmark: the captured row lineage of TPC-H / CDA queries stored as ProvRC.
 
-    python -m cda_workload.bench_compressed --sf 0.1,1 --queries Q1,Q3,Q10,Q12 --repeat 5 \\
+    python -m cda_workload.benchmarks.bench_compressed --sf 0.1,1 --queries Q1,Q3,Q10,Q12 --repeat 5 \\
         --out docs/bench/compressed
 
 Per scale factor and query: one eager run keeping its indexes both ways
@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from cda_workload.bench import machine
-from cda_workload.bench_eager import cases, register
-from cda_workload.bench_provrc import median_time
+from cda_workload.benchmarks.bench import machine
+from cda_workload.benchmarks.bench_eager import cases, register
+from cda_workload.benchmarks.bench_provrc import median_time
 from materialization.capture import LID, Capture
 from materialization.provrc.parquet import read, write, write_relation
 from tracing import LineageSession, Run
@@ -234,7 +234,7 @@ def markdown(records: list[dict], info: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cda_workload.bench_compressed", description=(__doc__ or "").split("\n")[0]
+        prog="python -m cda_workload.benchmarks.bench_compressed", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--sf", default="0.1", help="scale factors, comma-separated (default 0.1)")
     parser.add_argument("--queries", default="Q1,Q3,Q10,Q12", help="TPC-H names, or cda:Q2 etc.")

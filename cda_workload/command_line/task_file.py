@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from cda_workload.udfs import register_udfs_named_in
+from cda_workload.workloads.udfs import register_udfs_named_in
 from segmenter.errors import LineageError
 from tracing import LineageSession
 

@@ -1,6 +1,6 @@
 """What the results store's integrity checks cost.
 
-    python -m cda_workload.bench_integrity --cases loan,tpch:Q3 --tpch-sf 1 --repeat 5
+    python -m cda_workload.benchmarks.bench_integrity --cases loan,tpch:Q3 --tpch-sf 1 --repeat 5
 
 For each case the task runs once under full and once with the eager backend; then, for each
 run, repeated with the ways alternating and the process's hash cache emptied each time:
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cda_workload.bench import machine
-from cda_workload.bench_latency import case_arguments, parse_cases
+from cda_workload.benchmarks.bench import machine
+from cda_workload.benchmarks.bench_latency import case_arguments, parse_cases
 from materialization import integrity
 from materialization.capture import Capture
 from tracing import LineageSession, Run
@@ -95,7 +95,7 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cda_workload.bench_integrity",
+        prog="python -m cda_workload.benchmarks.bench_integrity",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

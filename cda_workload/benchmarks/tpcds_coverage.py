@@ -1,7 +1,7 @@
 """TPC-DS coverage of the lineage engine: which of the 99 queries it accepts and traces correctly.
 
-    python -m cda_workload.tpcds_coverage --parse-only              # all 99, classification only
-    python -m cda_workload.tpcds_coverage --queries q3,q7 --sample 2
+    python -m cda_workload.benchmarks.tpcds_coverage --parse-only              # all 99, classification only
+    python -m cda_workload.benchmarks.tpcds_coverage --queries q3,q7 --sample 2
 
 Why: the engine accepts σ π ⋈ α ∪ − φ and the rewrites of docs/semantics.md and refuses the rest
 with a one-line reason. TPC-DS is the standard catalogue of what analytical SQL actually says, so
@@ -51,8 +51,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cda_workload.local_session import open_session
-from cda_workload.progress import Progress
+from cda_workload.command_line.local_session import open_session
+from cda_workload.command_line.progress import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

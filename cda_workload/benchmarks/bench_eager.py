@@ -1,6 +1,7 @@
 """Eager-lineage benchmark: what capturing lineage while the task runs costs, and what it buys.
 
-    python -m cda_workload.bench_eager --sf 0.1,1 --queries Q1,Q3,Q10,Q12 --repeat 5 --out bench_eager
+    python -m cda_workload.benchmarks.bench_eager --sf 0.1,1 --queries Q1,Q3,Q10,Q12 \\
+        --repeat 5 --out bench_eager
 
 Per scale factor and query it measures
 
@@ -45,9 +46,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cda_workload.bench import Case, machine, prepare, timed
-from cda_workload.cda_queries import QUERIES as CDA_QUERIES
-from cda_workload.tpch import PRIMARY_KEYS, generate, register_tpch
+from cda_workload.benchmarks.bench import Case, machine, prepare, timed
+from cda_workload.workloads.cda_queries import QUERIES as CDA_QUERIES
+from cda_workload.workloads.tpch import PRIMARY_KEYS, generate, register_tpch
 from materialization.store import SOURCE_META
 from segmenter.operators import Source
 from segmenter.segments import segment
@@ -127,7 +128,7 @@ Log = Callable[[str], None]
 def engine_fingerprint() -> str:
     """A hash of the engine's source as imported now: the engine changes while benchmarks run,
     and ``--keep`` can merge records of different invocations."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
     for path in sorted(
         p for d in ("segmenter", "materialization", "tracing") for p in (root / d).glob("*.py")
@@ -511,7 +512,7 @@ def markdown(records: list[dict], info: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cda_workload.bench_eager",
+        prog="python -m cda_workload.benchmarks.bench_eager",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

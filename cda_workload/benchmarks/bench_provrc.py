@@ -1,6 +1,7 @@
 """ProvRC benchmark: storage of the paper's Table VII operations, in-situ query latency, compression time.
 
-    python -m cda_workload.bench_provrc --out docs/bench/provrc [--scale 1] [--pipelines 4] [--repeat 3]
+    python -m cda_workload.benchmarks.bench_provrc --out docs/bench/provrc \\
+        [--scale 1] [--pipelines 4] [--repeat 3]
 
 1. Storage: the lineage of the 12 operations of Table VII (DSLog paper), at >= 1e6 cells where
    the paper used them (``--scale`` multiplies cell counts), stored as raw int64 rows, Parquet

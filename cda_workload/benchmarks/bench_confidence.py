@@ -1,6 +1,6 @@
 """Confidence-backend benchmark on the Trio paper's TPC-H derivation DAG (its section 7).
 
-    python -m cda_workload.bench_confidence --sf 0.01 --repeat 3 --out docs/bench/confidence
+    python -m cda_workload.benchmarks.bench_confidence --sf 0.01 --repeat 3 --out docs/bench/confidence
 
 Orders, line items and part-supplies are made uncertain (each row true with a probability
 drawn from its key). OL = δ(O ⋈ L), LP = δ(L ⋈ P) and OLP = δ(OL ⋈ LP) are one task whose
@@ -28,8 +28,8 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from cda_workload.bench import timed
-from cda_workload.tpch import PRIMARY_KEYS, generate
+from cda_workload.benchmarks.bench import timed
+from cda_workload.workloads.tpch import PRIMARY_KEYS, generate
 from tracing import LineageSession
 from tracing.session import Run
 
@@ -115,8 +115,11 @@ def _markdown(records: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m cda_workload.bench_confidence", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cda_workload.benchmarks.bench_confidence",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--sf", default="0.01", help="comma-separated TPC-H scale factors (default 0.01)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", default="100,10,1", help="selectivity: keep orders whose key is a multiple")

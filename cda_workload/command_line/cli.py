@@ -21,9 +21,9 @@ import sys
 import traceback
 from importlib.metadata import version
 
-from cda_workload.cli_lineage import add_lineage_commands
-from cda_workload.cli_workload import add_workload_commands
-from cda_workload.progress import Progress
+from cda_workload.command_line.cli_lineage import add_lineage_commands
+from cda_workload.command_line.cli_workload import add_workload_commands
+from cda_workload.command_line.progress import Progress
 from segmenter.errors import LineageError
 
 USER_ERRORS = (LineageError, ValueError, FileNotFoundError)

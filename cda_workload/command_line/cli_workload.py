@@ -7,8 +7,8 @@ import argparse
 import time
 from pathlib import Path
 
-from cda_workload.local_session import open_session
-from cda_workload.progress import Progress
+from cda_workload.command_line.local_session import open_session
+from cda_workload.command_line.progress import Progress
 
 DEMO_QUERIES = ("Q2", "Q3", "Q20")
 
@@ -17,10 +17,10 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
     """Generate SF 0.01, run a few CDA queries under FM, explain some output rows."""
     import mlflow
 
-    from cda_workload.bench import Case, prepare
-    from cda_workload.cda_queries import QUERIES
-    from cda_workload.tracking import tracked_run
-    from cda_workload.udfs import model_checksums
+    from cda_workload.benchmarks.bench import Case, prepare
+    from cda_workload.command_line.tracking import tracked_run
+    from cda_workload.workloads.cda_queries import QUERIES
+    from cda_workload.workloads.udfs import model_checksums
     from tracing.present.report import audit_report, write_text
 
     als = open_session(args.store, progress, args.verbose)
@@ -70,10 +70,10 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
 def bench(args: argparse.Namespace, progress: Progress) -> None:
     import mlflow
 
-    from cda_workload.bench import cda_cases, lfw_cases, machine, measure, prepare
-    from cda_workload.bench_report import write_report
-    from cda_workload.tracking import log_records, tracked_run
-    from cda_workload.udfs import model_checksums
+    from cda_workload.benchmarks.bench import cda_cases, lfw_cases, machine, measure, prepare
+    from cda_workload.benchmarks.bench_report import write_report
+    from cda_workload.command_line.tracking import log_records, tracked_run
+    from cda_workload.workloads.udfs import model_checksums
 
     strategies = _list(args.strategies, str)
     unknown = sorted(set(strategies) - {"rerun", "fm", "full"})
@@ -114,7 +114,7 @@ def bench(args: argparse.Namespace, progress: Progress) -> None:
 
 def queries(args: argparse.Namespace, progress: Progress) -> None:
     """Table 3's analogue: each CDA query's segments, which are D, where the φ operators sit."""
-    from cda_workload.bench import cda_cases, prepare
+    from cda_workload.benchmarks.bench import cda_cases, prepare
     from segmenter.segments import render_segments, segment
 
     als = open_session(args.store, progress, args.verbose)

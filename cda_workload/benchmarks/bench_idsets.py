@@ -1,6 +1,6 @@
 """Id-set benchmark: sorted int64 arrays vs roaring bitmaps vs reduced ordered BDDs.
 
-    python -m cda_workload.bench_idsets --out docs/bench/idsets [--repeat 3] [--max-size 10000000]
+    python -m cda_workload.benchmarks.bench_idsets --out docs/bench/idsets [--repeat 3] [--max-size 10000000]
 
 Regimes (universe of source row ids in brackets):
 - ``clustered`` [1e8]: TPC-H-like orders → lineitems. Line items are numbered order by order
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from cda_workload.bench import timed
+from cda_workload.benchmarks.bench import timed
 from materialization.idsets import KINDS, BddIdSet, union_all
 from materialization.idsets.bdd import fresh_managers
 from materialization.idsets.policy import clustering_factor

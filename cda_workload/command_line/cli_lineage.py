@@ -9,8 +9,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cda_workload.local_session import existing_store, open_session
-from cda_workload.progress import Progress
+from cda_workload.command_line.local_session import existing_store, open_session
+from cda_workload.command_line.progress import Progress
 from materialization.catalog import StoreError
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def run_task(args: argparse.Namespace, progress: Progress) -> None:
     """Run a task file; with ``--mlflow`` the run logs itself as an MLflow run of its own."""
-    from cda_workload.task_file import load_task, task_code
+    from cda_workload.command_line.task_file import load_task, task_code
 
     als = open_session(args.store, progress, args.verbose)
     if args.mlflow:

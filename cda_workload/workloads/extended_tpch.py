@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cda_workload.tpch import generate
+from cda_workload.workloads.tpch import generate
 from models.paths import data_dir, data_file
 
 IMAGE_POOL = "coco_sample/images"

@@ -20,11 +20,11 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Row
 
-from cda_workload.cda_queries import QUERIES, query_names
-from cda_workload.extended_tpch import generate_extended
-from cda_workload.lfw import generate_lfw, lfw_query, register_lfw
-from cda_workload.tpch import register_tpch
-from cda_workload.udfs import register_udfs
+from cda_workload.workloads.cda_queries import QUERIES, query_names
+from cda_workload.workloads.extended_tpch import generate_extended
+from cda_workload.workloads.lfw import generate_lfw, lfw_query, register_lfw
+from cda_workload.workloads.tpch import register_tpch
+from cda_workload.workloads.udfs import register_udfs
 from materialization.compile import Compiler, finish, visible
 from tracing import LineageSession
 

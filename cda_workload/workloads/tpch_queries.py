@@ -5,9 +5,9 @@ Source: TPC Benchmark H Standard Specification (revision 3), clause 2.4: each qu
 subclause gives (the qualification database's values, e.g. Q1's DELTA = 90, Q16's eight
 sizes). The text is the specification's: correlated subqueries, EXISTS / NOT EXISTS / IN /
 NOT IN, scalar subqueries, Q13's LEFT OUTER JOIN and Q15's view are kept as written, never
-rewritten into joins, so that the coverage command (``python -m cda_workload.tpch_coverage``)
+rewritten into joins, so that the coverage command (``python -m cda_workload.benchmarks.tpch_coverage``)
 measures what the lineage engine accepts of SQL as people write it. Table names are those
-``cda_workload.tpch.register_tpch`` registers.
+``cda_workload.workloads.tpch.register_tpch`` registers.
 
 Adapted for Spark SQL's dialect, nothing else:
 

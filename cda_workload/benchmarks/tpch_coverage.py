@@ -1,10 +1,10 @@
 """How much of TPC-H, written as the specification writes it, the lineage engine accepts.
 
-    python -m cda_workload.tpch_coverage --sf 0.01 --queries all --sample 3 --out tpch_coverage
+    python -m cda_workload.benchmarks.tpch_coverage --sf 0.01 --queries all --sample 3 --out tpch_coverage
 
 The benchmarks run TPC-H queries hand-rewritten into joins; users write correlated
 subqueries, EXISTS / NOT EXISTS / IN / NOT IN, scalar subqueries, outer joins and views. This
-command takes the 22 queries of ``cda_workload.tpch_queries`` (the specification's text with
+command takes the 22 queries of ``cda_workload.workloads.tpch_queries`` (the specification's text with
 its validation parameters) and, for each, one query at a time on local Spark:
 
 1. computes plain Spark's answer (``als.sql(q).collect()``);
@@ -48,11 +48,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cda_workload.bench import machine
-from cda_workload.bench_eager import engine_fingerprint
-from cda_workload.progress import Progress
-from cda_workload.tpch import PRIMARY_KEYS, generate, register_tpch
-from cda_workload.tpch_queries import QUERIES
+from cda_workload.benchmarks.bench import machine
+from cda_workload.benchmarks.bench_eager import engine_fingerprint
+from cda_workload.command_line.progress import Progress
+from cda_workload.workloads.tpch import PRIMARY_KEYS, generate, register_tpch
+from cda_workload.workloads.tpch_queries import QUERIES
 from segmenter.errors import LineageError
 from tracing import LineageSession, Run
 
@@ -260,7 +260,7 @@ def markdown(outcomes: list[Outcome], info: dict[str, Any]) -> str:
             f"{info['machine']['cpus']} CPUs, load average before/after "
             f"{info['load_before'][0]:.1f}/{info['load_after'][0]:.1f}, "
             f"{info['wall_s']:.0f} s in all; commit {info['commit']}, engine {info['engine']}. "
-            "Queries: `cda_workload/tpch_queries.py`.",
+            "Queries: `cda_workload/workloads/tpch_queries.py`.",
             "",
             f"**{len(outcomes)} queries: {summary}.** Lineage seconds are summed over the asked rows.",
             "",
@@ -307,7 +307,7 @@ def isolated(name: str, args: argparse.Namespace, logs: Path) -> Outcome:
     """Runs ``name`` in a child process; its progress lines are echoed, all its output logged.
     A child that dies or runs past ``--timeout`` gives an ``error`` naming the cause."""
     command = [
-        sys.executable, "-m", "cda_workload.tpch_coverage", "--one", name, "--sf", args.sf,
+        sys.executable, "-m", "cda_workload.benchmarks.tpch_coverage", "--one", name, "--sf", args.sf,
         "--sample", str(args.sample), "--seed", str(args.seed), "--data", args.data,
     ]  # fmt: skip
     log_file = logs / f"{name}.log"
@@ -352,7 +352,7 @@ def isolated(name: str, args: argparse.Namespace, logs: Path) -> Outcome:
 
 def commit() -> str:
     """HEAD of the checkout, ``+dirty`` when the engine's folders differ from it."""
-    git = ["git", "-C", str(Path(__file__).resolve().parent.parent)]
+    git = ["git", "-C", str(Path(__file__).resolve().parents[2])]
     try:
         head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
         dirty = subprocess.run(
@@ -374,7 +374,7 @@ def write(out: Path, outcomes: list[Outcome], info: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cda_workload.tpch_coverage",
+        prog="python -m cda_workload.benchmarks.tpch_coverage",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

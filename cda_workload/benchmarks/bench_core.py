@@ -1,6 +1,6 @@
 """Core-engine benchmark: task time and lineage-derivation time under each strategy.
 
-    python -m cda_workload.bench_core --sf 0.1 --repeat 5 --out bench_core
+    python -m cda_workload.benchmarks.bench_core --sf 0.1 --repeat 5 --out bench_core
 
 Tasks: the paper's loan example (lineage of ⟨Reject, 1⟩) and a TPC-H Q3-shaped query with a
 keyword-sentiment UDF filter on line items (lineage of one output row, a different seeded row
@@ -22,9 +22,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cda_workload.bench import timed
-from cda_workload.loan_example import loan_task, register_loan_tables
-from cda_workload.tpch import generate, register_tpch
+from cda_workload.benchmarks.bench import timed
+from cda_workload.workloads.loan_example import loan_task, register_loan_tables
+from cda_workload.workloads.tpch import generate, register_tpch
 from materialization.strategies import STRATEGIES
 from reasoning_udfs.text_rules import keyword_sentiment
 from tracing import LineageSession
@@ -83,7 +83,7 @@ def bench_task(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cda_workload.bench_core",
+        prog="python -m cda_workload.benchmarks.bench_core",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,6 +1,6 @@
 """Lineage latency on every backend, side by side with the physical limit.
 
-    python -m cda_workload.bench_latency --cases loan,tpch:Q3,tpch:Q10 --tpch-sf 1 --repeat 5
+    python -m cda_workload.benchmarks.bench_latency --cases loan,tpch:Q3,tpch:Q10 --tpch-sf 1 --repeat 5
 
 For each case the task runs once per lazy strategy (rerun, fm, full) and once eagerly (indexes
 kept as Parquet pairs and ProvRC); then, for 1 and for 100 output rows (all rows when the output
@@ -39,11 +39,11 @@ import duckdb
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from cda_workload.bench import Case, baseline, machine, prepare, timed
-from cda_workload.bench_eager import TPCH_QUERIES
-from cda_workload.cda_queries import QUERIES as CDA_QUERIES
-from cda_workload.loan_example import loan_task, register_loan_tables
-from cda_workload.tpch import generate, register_tpch
+from cda_workload.benchmarks.bench import Case, baseline, machine, prepare, timed
+from cda_workload.benchmarks.bench_eager import TPCH_QUERIES
+from cda_workload.workloads.cda_queries import QUERIES as CDA_QUERIES
+from cda_workload.workloads.loan_example import loan_task, register_loan_tables
+from cda_workload.workloads.tpch import generate, register_tpch
 from materialization.capture import Capture
 from segmenter.operators import Source
 from tracing import LineageSession, Run
@@ -309,7 +309,7 @@ def case_arguments(parser: argparse.ArgumentParser, cases: str, out: str) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cda_workload.bench_latency",
+        prog="python -m cda_workload.benchmarks.bench_latency",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

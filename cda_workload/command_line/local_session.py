@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from cda_workload.progress import Progress
+from cda_workload.command_line.progress import Progress
 
 if TYPE_CHECKING:
     from materialization.catalog import StoreCatalog

@@ -1,7 +1,7 @@
 """Region lineage benchmark: the person boxes YOLOv8n finds on real COCO photos, stored as
 cell-level lineage (output row -> pixels of its image) explicitly and as ProvRC tables.
 
-    python -m cda_workload.bench_regions --out docs/bench/regions [--images 32] [--repeat 5]
+    python -m cda_workload.benchmarks.bench_regions --out docs/bench/regions [--images 32] [--repeat 5]
 
 Workloads over the first ``--images`` photos of ``coco_sample/images/val2017`` (AL_DATA_DIR):
 ``per_image`` (output row i = photo i, as ``SELECT id, person_detection(path)``) and
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from cda_workload.bench_provrc import median_time
+from cda_workload.benchmarks.bench_provrc import median_time
 from materialization.provrc import compress
 from materialization.provrc.parquet import write_relation
 from materialization.provrc.regions import RegionRelation, image_boxes

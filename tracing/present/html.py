@@ -62,11 +62,27 @@ def _cell(value: Any) -> str:
     return "NULL" if value is None else str(value)
 
 
+def _apart(lineage: AugmentedLineage, limit: int) -> list[dict[str, Any]]:
+    """Each output row with its index and what stands behind it alone."""
+    rows = []
+    for i in range(min(len(lineage), limit)):
+        one = lineage[i]
+        counts = one.counts()
+        calls = sum(n for k, n in counts.items() if k.endswith(" calls"))
+        (target,) = collect_rows(one.targets)  # type: ignore[arg-type]
+        sources = sum(counts.values()) - calls
+        rows.append({"lin[i]": i, **target, "source rows": sources, "model calls": calls})
+    return rows
+
+
 def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
     """The output rows asked about, their source rows, every model call with its reason drawn,
     the confidence (when the answer carries one) and the tracing queries' cost."""
     parts = []
-    if lineage.targets is not None:
+    if lineage.by_row is not None and len(lineage) > 1:
+        heading = "<h4>Output rows (lin[i]: row i's own answer)</h4>"
+        parts += [heading, rows_table(_apart(lineage, limit), limit)]
+    elif lineage.targets is not None:
         parts += ["<h4>Output row(s)</h4>", rows_table(collect_rows(lineage.targets), limit)]
     if lineage.confidence is not None:
         parts += ["<h4>Confidence</h4>", confidence_html(lineage.confidence)]

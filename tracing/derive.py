@@ -12,6 +12,7 @@ from typing import Any
 from materialization.pushdown import Restriction
 from segmenter.operators import Source
 from segmenter.segments import Segment
+from tracing.call_reads import Renumbering
 from tracing.engines import Engine
 from tracing.lineage import AugmentedLineage, ByRow, ReasoningRows, TraceStat
 from tracing.queries import trace_d, trace_non_d
@@ -24,6 +25,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     source: dict[str, list[Any]] = {}
     reasoning: list[ReasoningRows] = []
     stats: list[TraceStat] = []
+    renumbering = Renumbering()
     while queue:
         seg, r = queue.popleft()
         started = time.perf_counter()
@@ -34,6 +36,9 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
             else:
                 out = engine.output(seg, r)
                 rows = engine.settle(engine.semi(out, r) if numbered else out).rows  # type: ignore[arg-type]
+            if numbered:  # each row its own id below: the calls it feeds name what they read
+                rows, count = renumbering.renumber(seg, rows, engine)
+                r = Restriction(rows, {c.id: c.id for c in seg.top.match_columns()}, count, True, True)
             for fn in seg.functions:
                 picked = [*fn.arg_columns(), fn.value, fn.reason]
                 reasoning.append(
@@ -78,4 +83,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     found = {table: engine.union_distinct(frames) for table, frames in source.items()}
     if targets is None or not targets.numbered:
         return AugmentedLineage(source=found, reasoning=reasoning, queries=stats)
-    return ByRow(source=found, reasoning=reasoning).local().merged(stats)
+    by_row = ByRow(source=found, reasoning=reasoning).local()
+    answer = renumbering.rooted(by_row).merged(stats)
+    answer.reads = renumbering.reads(by_row.source)  # type: ignore[arg-type]
+    return answer

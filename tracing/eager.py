@@ -170,7 +170,7 @@ class EagerIndex:
         """The lineage of ``targets`` (output rows with their ``LID``); a few rows are also
         answered apart (:class:`ByRow`), from the same index lookups kept with their ``LID``."""
         self._require("backward")
-        numbered = 1 < targets.num_rows <= PER_ROW_MAX
+        numbered = targets.num_rows <= PER_ROW_MAX
         keys = pa.table({LID: pa.array(lids, pa.int64())})
         stats: list[TraceStat] = []
         pairs: dict[str, list[pa.Table]] = {}

@@ -29,7 +29,14 @@ from tracing.confidence.answer import ConfidenceAnswer
 
 SHOW_ROWS = 10
 PER_ROW_MAX = 1_000  # chosen output rows answered apart (more: one merged answer)
-SCHEMA_VERSION = 2  # of to_dict's shape: 2 added "rows", "run_id"
+SCHEMA_VERSION = 2  # of to_dict's shape: 2 added "rows", "run_id" and a call's "reads"
+
+CallKey = tuple[int, str, str]  # a model call: its segment, UDF and inputs (as JSON)
+Reads = dict[CallKey, dict[str, pa.Table]]  # a call's source rows by table, with the targets they reach
+
+
+def call_key(segment: int, udf: str, inputs: dict[str, Any]) -> CallKey:
+    return segment, udf, _sort_key({k: _plain(v) for k, v in inputs.items()})
 
 Rows = DataFrame | pa.Table
 
@@ -103,6 +110,7 @@ class AugmentedLineage:
     engine: str | None = None  # which engine ran the tracing queries (lazy answers)
     warnings: list[str] = field(default_factory=list)  # e.g. a model's weights changed since the run
     by_row: ByRow | None = None  # the same rows, each with the chosen output row it serves
+    reads: Reads = field(default_factory=dict)  # the source rows each model call read
     run_id: str | None = None
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
@@ -134,16 +142,29 @@ class AugmentedLineage:
             if udf is not None and entry.udf != udf:
                 continue
             for r in collect_rows(entry.rows):
+                inputs = {k: r[k] for k in entry.inputs}
                 out.append(
                     {
                         "udf": entry.udf,
                         "segment": entry.segment,
-                        "inputs": {k: r[k] for k in entry.inputs},
+                        "inputs": inputs,
                         "value": r[entry.value],
                         "reason": r[entry.reason],
+                        "reads": self._read_by(call_key(entry.segment, entry.udf, inputs)),
                     }
                 )
         return out
+
+    def _read_by(self, call: CallKey) -> dict[str, list[dict[str, Any]]] | None:
+        """The ids (key values) of the source rows a call read, by table; None where the
+        answer does not know (eager and compressed runs, answers over many rows)."""
+        if call not in self.reads:
+            return None
+        found = {}
+        for table, rows in sorted(self.reads[call].items()):
+            key = self.keys.get(table) or [c for c in rows.column_names if c != ROW_ID]
+            found[table] = collect_rows(unique_rows(rows.select(list(key))))
+        return found
 
     def to_shap(self, udf: str) -> Any:
         """The calls of ``udf`` (a SHAP or LIME UDF) as one ``shap.Explanation``."""
@@ -229,6 +250,7 @@ class AugmentedLineage:
             targets=part.targets.drop_columns([ROW_ID]),  # type: ignore[union-attr]
             confidence=confidence,
             by_row=part,
+            reads=_reads_serving(self.reads, ids),
             _cache={},
         )
 
@@ -297,6 +319,8 @@ class AugmentedLineage:
             for r in rows[:SHOW_ROWS]:
                 call = f"{fmt_row(r['inputs'])} -> {entry.value}={shown(r['value'])}"
                 lines.append(f"    {call}  reason={_plain(r['reason'])}")
+                if r["reads"]:
+                    lines.append(f"      read: {reads_line(r['reads'])}")
             lines += _more(len(rows), "    ")
         ran = f", {self.engine}" if self.engine else ""
         lines.append(f"Tracing queries ({self.seconds:.2f} s{ran})")
@@ -346,11 +370,25 @@ def _serving(table: pa.Table, ids: list[int], shared: bool = True) -> pa.Table:
     return table.filter(pc.or_kleene(mine, pc.is_null(col)) if shared else mine)
 
 
+def _reads_serving(reads: Reads, ids: list[int]) -> Reads:
+    """What each call read on its way to the targets ``ids``."""
+    out: dict[CallKey, dict[str, pa.Table]] = {}
+    for call, tables in reads.items():
+        mine = {t: r for t, rows in tables.items() if (r := _serving(rows, ids, shared=False)).num_rows}
+        if mine:
+            out[call] = mine
+    return out
+
+
 def _distinct(table: pa.Table) -> pa.Table:
-    """``table`` without ``ROW_ID``, each row once (any column type: nested reasons too)."""
-    rows = table.drop_columns([ROW_ID])
-    unique = {_sort_key(r): r for r in rows.to_pylist()}
-    return pa.Table.from_pylist(list(unique.values()), schema=rows.schema)
+    """``table`` without ``ROW_ID``, each row once."""
+    return unique_rows(table.drop_columns([ROW_ID]))
+
+
+def unique_rows(table: pa.Table) -> pa.Table:
+    """Each row of ``table`` once (any column type: nested reasons too)."""
+    unique = {_sort_key(r): r for r in table.to_pylist()}
+    return pa.Table.from_pylist(list(unique.values()), schema=table.schema)
 
 
 def _sort_key(row: dict[str, Any]) -> str:
@@ -389,6 +427,16 @@ def shown(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(shown(v) for v in value) + "]"
     return repr(value)
+
+
+def reads_line(reads: dict[str, list[dict[str, Any]]], most: int = 5) -> str:
+    """``table id, id; table id`` for the source rows a call read (ids: key values)."""
+    parts = []
+    for table, ids in reads.items():
+        shown_ids = [shown(next(iter(i.values()))) if len(i) == 1 else shown(list(i.values())) for i in ids]
+        more = f", … {len(ids) - most} more" if len(ids) > most else ""
+        parts.append(f"{table} {', '.join(shown_ids[:most])}{more}")
+    return "; ".join(parts)
 
 
 def _more(n: int, pad: str = "  ") -> list[str]:

@@ -601,7 +601,7 @@ class Run:
     def _derive(self, engine: Engine, chosen: Settled, complete: bool) -> AugmentedLineage:
         """The answer for the chosen rows, and for each apart when there are a few."""
         match = {c.id: c.id for c in self.task.root.match_columns()}
-        numbered = 1 < chosen.count <= PER_ROW_MAX
+        numbered = chosen.count <= PER_ROW_MAX
         if numbered:
             chosen = engine.numbered(chosen)
         result = derive(self.root, Restriction(chosen.rows, match, chosen.count, complete, numbered), engine)

@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row
 
+from materialization.compile import ROW_ID
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from segmenter.operators import Col, Expr, Node
@@ -69,6 +72,10 @@ class Engine(Protocol):
     def numbered(self, targets: Settled) -> Settled:
         """The targets, each with its own ``ROW_ID`` (0, 1, …)."""
 
+    def renumbered(self, rows: Any, start: int) -> tuple[Any, pa.Table]:
+        """Numbered ``rows`` with fresh ids (``start``, …) in place of their ``ROW_ID``, and
+        the same rows in process with the ids they had as ``PARENT``."""
+
     def settle(self, rel: Any) -> Settled:
         """``rel`` evaluated once, so that later steps reuse it."""
 
@@ -100,3 +107,14 @@ def choose_engine(root: Segment, restorer: Restorer, complete: bool, prefer: str
             if prefer == "in-process":
                 raise LineageError(f"this question cannot be answered in process: {e}") from None
     return SparkEngine(restorer)
+
+
+PARENT = "__al_parent"  # a renumbered row's former ROW_ID
+
+
+def renumber(table: pa.Table, start: int) -> pa.Table:
+    """``table`` with ``ROW_ID`` = start, start + 1, … and its former ids as ``PARENT``."""
+    fresh = pa.array(range(start, start + table.num_rows), pa.int64())
+    at = table.schema.get_field_index(ROW_ID)
+    former = pc.cast(table.column(ROW_ID), pa.int64())
+    return table.set_column(at, ROW_ID, fresh).append_column(PARENT, former)

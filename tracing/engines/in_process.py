@@ -44,7 +44,7 @@ from segmenter.operators import (
     Union,
 )
 from segmenter.segments import Segment
-from tracing.engines import Settled
+from tracing.engines import PARENT, Settled, renumber
 from tracing.engines.duck_expressions import NotInProcess, SqlType, spark_type, to_duckdb, typed_duckdb
 from tracing.parquet_reader import local_path
 
@@ -290,6 +290,10 @@ class DuckEngine:
         rel: Rel = targets.rows
         sql = f"SELECT *, CAST(row_number() OVER () - 1 AS BIGINT) AS {q(ROW_ID)} FROM ({rel.sql})"
         return self.settle(Rel(sql, (*rel.cols, ROW_ID)))
+
+    def renumbered(self, rows: Rel, start: int) -> tuple[Rel, pa.Table]:
+        fresh = renumber(self.settle(rows).local, start)
+        return self._register(fresh.drop_columns([PARENT])).rows, fresh
 
     def settle(self, rel: Rel) -> Settled:
         return self._register(self.con.sql(rel.sql).to_arrow_table())

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -16,7 +17,7 @@ from materialization.restore import Restorer
 from materialization.settle import settle
 from segmenter.operators import Col, Expr, Node
 from segmenter.segments import Segment
-from tracing.engines import Settled
+from tracing.engines import PARENT, Settled, renumber
 
 
 class SparkEngine:
@@ -59,6 +60,10 @@ class SparkEngine:
         rows = [(*r, i) for i, r in enumerate(df.collect())]  # a few rows, settled: no job
         schema = StructType([*df.schema.fields, StructField(ROW_ID, LongType(), False)])
         return Settled(self.spark.createDataFrame(rows, schema), len(rows), rows)
+
+    def renumbered(self, rows: DataFrame, start: int) -> tuple[DataFrame, pa.Table]:
+        fresh = renumber(rows.toArrow(), start)
+        return self.spark.createDataFrame(fresh.drop_columns([PARENT]), schema=rows.schema), fresh
 
     def settle(self, rel: DataFrame) -> Settled:
         rows, count, local = settle(rel)

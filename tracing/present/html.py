@@ -9,7 +9,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from tracing.confidence.answer import ConfidenceAnswer
-from tracing.lineage import AugmentedLineage, TraceStat, collect_rows, fmt_row, shown
+from tracing.lineage import AugmentedLineage, TraceStat, collect_rows, fmt_row, reads_line, shown
 from tracing.present.reasons import render_call
 from tracing.present.tree import tree_svg
 from tracing.task_code import LANGUAGES
@@ -106,6 +106,8 @@ def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
             else:
                 drawn.add(key)
                 parts.append(render_call(c["inputs"], c["value"], c["reason"]))
+                if c["reads"]:
+                    parts.append(f"<p class='al-note'>read: {escape(reads_line(c['reads']))}</p>")
         if len(calls) > limit:
             parts.append(f"<p class='al-note'>… {len(calls) - limit} more call(s)</p>")
     parts += [f"<h4>Tracing queries ({lineage.seconds:.2f} s)</h4>", queries_table(lineage.queries)]

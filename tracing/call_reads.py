@@ -1,0 +1,83 @@
+"""Which source rows each model call read, found in the same pass as the per-row answers.
+
+At a segment topped by function operators, the rows that reach it (numbered by the targets
+they serve) are renumbered: each gets a fresh id whose *parent* is the id it had. Everything
+traced below carries the fresh ids, so a source row's id climbs, parent by parent, to the
+target it serves, and passes on the way the rows of every function segment it fed: the model
+calls that read it. No engine learns of this; it is one more numbering of the targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+from materialization.compile import ROW_ID
+from segmenter.segments import Segment
+from tracing.engines import PARENT, Engine
+from tracing.lineage import PER_ROW_MAX, ByRow, CallKey, Reads, call_key, unique_rows
+
+
+@dataclass
+class Renumbering:
+    parent: dict[int, int] = field(default_factory=dict)  # fresh id -> the id it refines
+    calls: dict[int, list[CallKey]] = field(default_factory=dict)  # fresh id -> calls of its row
+    next_id: int = PER_ROW_MAX  # below: the targets' own ids
+
+    def renumber(self, seg: Segment, rows: Any, engine: Engine) -> tuple[Any, int]:
+        """``rows`` (of ``seg``'s output, numbered) with fresh ids, and how many there are."""
+        rel, fresh = engine.renumbered(rows, self.next_id)
+        ids = fresh.column(ROW_ID).to_pylist()
+        self.next_id += len(ids)
+        self.parent.update(zip(ids, fresh.column(PARENT).to_pylist()))
+        for fn in seg.functions:
+            args = fresh.select([c.id for c in fn.arg_columns()]).to_pylist()
+            names = [c.name for c in fn.arg_columns()]
+            for i, values in zip(ids, args):
+                inputs = dict(zip(names, values.values()))
+                self.calls.setdefault(i, []).append(call_key(seg.id, fn.udf, inputs))
+        return rel, len(ids)
+
+    def _chain(self, i: int) -> Iterator[int]:
+        yield i
+        while i in self.parent:
+            i = self.parent[i]
+            yield i
+
+    def root(self, table: pa.Table) -> pa.Table:
+        """``table`` with each id replaced by the target's it refines, each row once."""
+        if not self.parent:
+            return table
+        roots = [None if i is None else list(self._chain(i))[-1] for i in table.column(ROW_ID).to_pylist()]
+        at = table.schema.get_field_index(ROW_ID)
+        return unique_rows(table.set_column(at, ROW_ID, pa.array(roots, pa.int64())))
+
+    def rooted(self, by_row: ByRow) -> ByRow:
+        return ByRow(
+            {t: self.root(r) for t, r in by_row.source.items()},
+            [replace(e, rows=self.root(e.rows)) for e in by_row.reasoning],
+            by_row.targets,
+        )
+
+    def reads(self, source: dict[str, pa.Table]) -> Reads:
+        """The source rows (by table) each model call read on its way to each target (their
+        ``ROW_ID``: a call with the same inputs may feed two targets from other rows)."""
+        found: dict[CallKey, dict[str, tuple[list[int], list[int]]]] = {}
+        for table, rows in source.items():
+            for at, i in enumerate(rows.column(ROW_ID).to_pylist()):
+                chain = list(self._chain(i))
+                for call in {c for j in chain for c in self.calls.get(j, ())}:
+                    where, roots = found.setdefault(call, {}).setdefault(table, ([], []))
+                    where.append(at)
+                    roots.append(chain[-1])
+        out: Reads = {}
+        for call, tables in found.items():
+            for t, (where, roots) in tables.items():
+                read = source[t].take(where)
+                at = read.schema.get_field_index(ROW_ID)
+                rooted = read.set_column(at, ROW_ID, pa.array(roots, pa.int64()))
+                out.setdefault(call, {})[t] = unique_rows(rooted)
+        return out

@@ -32,7 +32,7 @@ from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import PER_ROW_MAX, AugmentedLineage, ByRow, ReasoningRows, TraceStat
-from tracing.parquet_reader import ParquetReader, local_path
+from tracing.parquet_reader import ParquetReader, local_path, quoted
 
 CALL = "__call"  # a model call's row id in its segment's stored output
 
@@ -236,8 +236,8 @@ class EagerIndex:
         by ``pairs`` (``LID``, attribute values), holds them."""
         local = rows if isinstance(rows, pa.Table) else rows.toArrow()
         attrs = [c for c in pairs.column_names if c != LID]
-        on = " AND ".join(f"r.{_q(a)} IS NOT DISTINCT FROM p.{_q(a)}" for a in attrs)
-        return self._joined(local, pairs, targets, f"r JOIN p ON {on} JOIN t ON p.{_q(LID)} = t.{_q(LID)}")
+        on = " AND ".join(f"r.{quoted(a)} IS NOT DISTINCT FROM p.{quoted(a)}" for a in attrs)
+        return self._joined(local, pairs, targets, on)
 
     def _owned_calls(self, seg: Segment, pairs: pa.Table, targets: pa.Table) -> list[ReasoningRows]:
         """The model calls of ``seg``, each with the ``ROW_ID`` of the targets it serves."""
@@ -245,19 +245,20 @@ class EagerIndex:
         out = []
         for fn in seg.functions:
             rows = self.reader.lookup(self._stored(seg), calls, [*_call_columns(fn), (LID, CALL)])
-            join = f"r JOIN p ON r.{CALL} = p.{CALL} JOIN t ON p.{_q(LID)} = t.{_q(LID)}"
-            owned = self._joined(rows, pairs, targets, join).drop_columns([CALL])
+            owned = self._joined(rows, pairs, targets, f"r.{CALL} = p.{CALL}").drop_columns([CALL])
             names = tuple(c.name for c in fn.arg_columns())
             out.append(ReasoningRows(fn.udf, seg.id, names, fn.value.name, fn.reason.name, owned))
         return out
 
-    def _joined(self, r: pa.Table, p: pa.Table, t: pa.Table, join: str) -> pa.Table:
-        """DuckDB over the Arrow tables ``r``, ``p``, ``t``: r's rows with t's ``ROW_ID``."""
+    def _joined(self, r: pa.Table, p: pa.Table, t: pa.Table, on: str) -> pa.Table:
+        """The rows ``r`` with the ``ROW_ID`` of the targets ``t`` whose pairs ``p`` (their
+        ``LID``) match them ``on`` (DuckDB over the Arrow tables)."""
         con = self.reader.con
         for name, table in (("r", r), ("p", p), ("t", t.select([LID, ROW_ID]))):
             con.register(name, table)
         try:
-            return con.sql(f"SELECT DISTINCT r.*, t.{_q(ROW_ID)} FROM {join}").to_arrow_table()
+            join = f"r JOIN p ON {on} JOIN t ON p.{quoted(LID)} = t.{quoted(LID)}"
+            return con.sql(f"SELECT DISTINCT r.*, t.{quoted(ROW_ID)} FROM {join}").to_arrow_table()
         finally:
             for name in ("r", "p", "t"):
                 con.unregister(name)
@@ -417,10 +418,6 @@ def _serving(found: pa.Table, lids: list[int]) -> pa.Table:
     """Every row of ``found`` once for each of the output rows ``lids`` (with its ``LID``)."""
     parts = [found.append_column(LID, pa.array([lid] * found.num_rows, pa.int64())) for lid in lids]
     return pa.concat_tables(parts)
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _call_columns(fn: Function) -> list[tuple[str, str]]:

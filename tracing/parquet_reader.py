@@ -36,7 +36,8 @@ def _equals(keys: pa.Table, column: str) -> str:
     return "=" if keys.column(column).null_count == 0 else "IS NOT DISTINCT FROM"
 
 
-def _q(name: str) -> str:
+def quoted(name: str) -> str:
+    """A DuckDB identifier."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -78,7 +79,7 @@ class ParquetReader:
     ) -> pa.Table | DataFrame:
         """Like :meth:`lookup`, but a large answer stays a (lazy) Spark DataFrame."""
         if self.local and (small or keys.num_rows <= LOCAL_ROWS):
-            cond = " AND ".join(f"t.{_q(c)} {_equals(keys, c)} k.{_q(c)}" for c in keys.column_names)
+            cond = " AND ".join(f"t.{quoted(c)} {_equals(keys, c)} k.{quoted(c)}" for c in keys.column_names)
             unique = "DISTINCT " if distinct else ""
             sql = f"SELECT {unique}{self._columns(select)} FROM {self._from(uri)} t SEMI JOIN __keys k"
             sql += f" ON {cond}"
@@ -94,7 +95,7 @@ class ParquetReader:
         ranges = pa.table({"lo": boxes.lo[:, 0], "hi": boxes.hi[:, 0]})
         sql = (
             f"SELECT DISTINCT {self._columns(select)} FROM {self._from(uri)} t "
-            f"JOIN __ranges r ON t.{_q(column)} BETWEEN r.lo AND r.hi"
+            f"JOIN __ranges r ON t.{quoted(column)} BETWEEN r.lo AND r.hi"
         )
         return self._with("__ranges", ranges, sql)
 
@@ -125,4 +126,4 @@ class ParquetReader:
     def _columns(select: Selection | None) -> str:
         if select is None:
             return "t.*"
-        return ", ".join(f"t.{_q(c)} AS {_q(a)}" for c, a in select)
+        return ", ".join(f"t.{quoted(c)} AS {quoted(a)}" for c, a in select)

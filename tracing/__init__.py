@@ -1,5 +1,6 @@
 """Derive augmented lineage: tracing queries, Algorithm 1, the lineage answer, the AL manager."""
 
+import tracing.present  # noqa: F401  registers the views answers show (tracing.views)
 from tracing.errors import NotCapturedError, TargetNotFoundError
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage

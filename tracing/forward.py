@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tracing import views
 from tracing.lineage import SHOW_ROWS, collect_rows, fmt_row
 
 
@@ -43,9 +44,7 @@ class ForwardLineage:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from tracing.present.html import forward_html  # notebooks only
-
-        return forward_html(self)
+        return views.html(self)
 
     def __repr__(self) -> str:
         return f"<ForwardLineage {len(self)} output row(s) depend on {self.what}>"

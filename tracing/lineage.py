@@ -24,7 +24,9 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row
 
 from materialization.compile import ROW_ID
+from reasoning_udfs.explanations import to_shap
 from segmenter.errors import LineageError
+from tracing import views
 from tracing.confidence.answer import ConfidenceAnswer
 
 SHOW_ROWS = 10
@@ -168,8 +170,6 @@ class AugmentedLineage:
 
     def to_shap(self, udf: str) -> Any:
         """The calls of ``udf`` (a SHAP or LIME UDF) as one ``shap.Explanation``."""
-        from tracing.present.explanations import to_shap
-
         return to_shap(self.reasoning_rows(udf))
 
     def calls(self, entry: ReasoningRows) -> list[dict[str, Any]]:
@@ -334,9 +334,7 @@ class AugmentedLineage:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from tracing.present.html import fragment, lineage_html  # it imports this module
-
-        return fragment(lineage_html(self))
+        return views.html(self)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}: {len(self.source_rows(t))}" for t in self.tables)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from materialization.provrc.regions import IMAGE, TABULAR, TEXT
+from tracing import views
 from tracing.lineage import SHOW_ROWS, fmt_row
 
 
@@ -60,9 +61,7 @@ class RegionAnswer:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from tracing.present.regions import region_answer_html  # notebooks only
-
-        return region_answer_html(self)
+        return views.html(self)
 
 
 @dataclass(frozen=True)
@@ -90,9 +89,7 @@ class RegionForward:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from tracing.present.regions import region_forward_html  # notebooks only
-
-        return region_forward_html(self)
+        return views.html(self)
 
 
 def _region_text(kind: str, r: dict[str, Any]) -> str:

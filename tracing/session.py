@@ -47,6 +47,7 @@ from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
+from tracing import views
 from tracing.allowed_sql import check_stored, check_where
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.confidence.batch import batch_confidences
@@ -362,9 +363,7 @@ class Run:
         return sum(s["bytes"] for s in self.record["stored"].values())
 
     def _repr_html_(self) -> str:
-        from tracing.present.html import fragment, run_html  # HTML is only needed in notebooks
-
-        return fragment(run_html(self))
+        return views.html(self)
 
     def __repr__(self) -> str:
         return (
@@ -681,9 +680,7 @@ class Run:
     def openlineage(self, namespace: str | None = None) -> dict[str, Any]:
         """This run as one OpenLineage RunEvent (JSON-able) for catalogs such as Marquez;
         ``namespace``: the job's (default the store's URI). docs/openlineage.md"""
-        from tracing.present.openlineage_event import openlineage_event  # an answer imports no exporter
-
-        return openlineage_event(self.record, self.task, self.session.store.uri, namespace)
+        return views.openlineage(self, namespace)
 
 
 def _source_keys(task: Task) -> dict[str, tuple[str, ...]]:

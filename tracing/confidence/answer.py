@@ -6,7 +6,6 @@ as HTML in a notebook.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -14,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from tracing import views
 from tracing.confidence.estimate import Estimate
 
 FORMULA_CHARS = 300
@@ -108,9 +108,9 @@ class ConfidenceAnswer:
     def __str__(self) -> str:
         lines = [f"confidence of {len(self.rows)} output row(s) ({self.algorithm}, {self.seconds:.2f} s)"]
         for r in self.rows:
-            guarantee = _guarantee(r.estimate)
-            lines.append(f"  {_row_text(r.row)}: {r.probability:.4f}  [{r.estimate.method}{guarantee}]")
-            lines.append(f"    lineage: {_short(r.formula)}")
+            bound = guarantee(r.estimate)
+            lines.append(f"  {row_text(r.row)}: {r.probability:.4f}  [{r.estimate.method}{bound}]")
+            lines.append(f"    lineage: {short_formula(r.formula)}")
             for w in r.weights:
                 lines.append(
                     f"    {w.fact} (p={w.probability:.3g}): moves it by {w.effect:+.4f}, "
@@ -120,33 +120,19 @@ class ConfidenceAnswer:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        titles = ("row", "probability", "method", "lineage", "decisive facts")
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in titles)
-        body = []
-        for r in self.rows:
-            facts = "<br>".join(
-                f"{html.escape(w.fact)} <small>(p={w.probability:.3g}, effect {w.effect:+.3f})</small>"
-                for w in r.weights
-            )
-            bar = f'<div style="background:#4a7;height:8px;width:{100 * r.probability:.1f}px"></div>'
-            body.append(
-                f"<tr><td>{html.escape(_row_text(r.row))}</td><td>{r.probability:.4f}{bar}</td>"
-                f"<td>{html.escape(r.estimate.method + _guarantee(r.estimate))}</td>"
-                f"<td><code>{html.escape(_short(r.formula))}</code></td><td>{facts}</td></tr>"
-            )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        return views.html(self)
 
 
-def _guarantee(e: Estimate) -> str:
+def guarantee(e: Estimate) -> str:
     if e.bound is None:
         return ""
     kind = " relative" if e.bound == "relative" else ""
     return f", ±{e.epsilon:g}{kind} with prob. ≥ {1 - (e.delta or 0):g}"
 
 
-def _row_text(row: dict[str, Any]) -> str:
+def row_text(row: dict[str, Any]) -> str:
     return "(" + ", ".join(f"{k}={v!r}" for k, v in row.items()) + ")"
 
 
-def _short(text: str) -> str:
+def short_formula(text: str) -> str:
     return text if len(text) <= FORMULA_CHARS else text[: FORMULA_CHARS - 1] + "…"

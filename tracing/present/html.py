@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from tracing.confidence.answer import ConfidenceAnswer
+from tracing.confidence.answer import ConfidenceAnswer, guarantee, row_text, short_formula
 from tracing.lineage import AugmentedLineage, TraceStat, collect_rows, fmt_row, reads_line, shown
 from tracing.present.reasons import render_call
 from tracing.present.tree import tree_svg
@@ -135,7 +135,21 @@ def queries_table(queries: list[TraceStat]) -> str:
 
 def confidence_html(confidence: ConfidenceAnswer) -> str:
     """Per output row: its probability (drawn as a bar), method, formula and decisive facts."""
-    return confidence._repr_html_()
+    titles = ("row", "probability", "method", "lineage", "decisive facts")
+    head = "".join(f"<th>{escape(c)}</th>" for c in titles)
+    body = []
+    for r in confidence.rows:
+        facts = "<br>".join(
+            f"{escape(w.fact)} <small>(p={w.probability:.3g}, effect {w.effect:+.3f})</small>"
+            for w in r.weights
+        )
+        bar = f'<div style="background:#4a7;height:8px;width:{100 * r.probability:.1f}px"></div>'
+        body.append(
+            f"<tr><td>{escape(row_text(r.row))}</td><td>{r.probability:.4f}{bar}</td>"
+            f"<td>{escape(r.estimate.method + guarantee(r.estimate))}</td>"
+            f"<td><code>{escape(short_formula(r.formula))}</code></td><td>{facts}</td></tr>"
+        )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def forward_html(forward: ForwardLineage, limit: int = MAX_ROWS) -> str:

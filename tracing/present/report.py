@@ -13,13 +13,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from tracing import AugmentedLineage, Run
 from tracing.lineage import collect_rows, fmt_row
 from tracing.present.html import STYLE, lineage_html, rows_table, run_html
+
+if TYPE_CHECKING:
+    from tracing.lineage import AugmentedLineage
+    from tracing.session import Run
 
 HEADING = 120  # characters of an output row shown in its section's heading (the table has it all)
 Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksum}

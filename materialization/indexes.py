@@ -11,7 +11,9 @@ written as Parquet with small row groups, so a lookup reads one row group. A dif
 T1 − T2 on the way adds control lineage (forward paper §3.4, the paper's D-segment rule):
 every output row that passes through its left input depends on all of T2. Rather than repeat
 T2's lineage for every such row, ``eager/ctl`` holds (__lid, d) pairs and
-``eager/control-<d>/<name>/`` the lineage of all of T2, once.
+``eager/control-<d>/<name>/`` the lineage of all of T2, once. With the reasoning lineage,
+``eager/reads-<segment>/<name>/`` pairs each model call (its segment row's __lid) with the
+source rows it read, so an answer names them per call.
 """
 
 from __future__ import annotations
@@ -148,6 +150,9 @@ class IndexBuilder:
         if ctl is not None:
             refs = ctl.join(root_lids, LID, "left_semi")
             jobs["ctl"] = partial(self._write, refs, "eager/ctl", [LID])
+        reads = self._reads() if "backward" in self.capture.directions else {}
+        for (s, name), df in reads.items():
+            jobs[f"reads {s} {name}"] = partial(self._write, df, f"eager/reads-{s}/{name}", [LID])
         for d, sets in self._controls.items():
             for name, df in sets.items():
                 jobs[f"control {d} {name}"] = partial(
@@ -156,7 +161,9 @@ class IndexBuilder:
         # independent Spark jobs: submitted together they overlap their scheduling latency
         with ThreadPoolExecutor(max_workers=4) as pool:
             done = dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
-        written: dict[str, Any] = {"indexes": {}, "controls": {}, "ctl": done.get("ctl")}
+        written: dict[str, Any] = {"indexes": {}, "controls": {}, "ctl": done.get("ctl"), "reads": {}}
+        for s, name in reads:
+            written["reads"].setdefault(str(s), {})[name] = done[f"reads {s} {name}"]
         for name in parts:
             written["indexes"][name] = done.get(f"index {name}") or {"attrs": _attrs(pairs[name])}
         if "provrc" in storage:
@@ -179,6 +186,27 @@ class IndexBuilder:
             for name in sets:
                 written["controls"].setdefault(str(d), {})[name] = done[f"control {d} {name}"]
         return written
+
+    def _reads(self) -> dict[tuple[int, str], DataFrame]:
+        """Per segment topped by function operators and source table: (__lid, attrs) pairs, a
+        model call (the segment's row ``__lid``) with the source rows it read, those of all of
+        a difference's right input below it included (so each call names its rows)."""
+        if not self.capture.functions:
+            return {}
+        found: dict[tuple[int, str], DataFrame] = {}
+        for seg in self.root.walk():
+            if not seg.functions:
+                continue
+            parts, ctl = self.compose(seg)
+            frames = {name: [df] for name, df in parts.items() if name.startswith("src-")}
+            for d, sets in self._controls.items():
+                if ctl is None or not any(s.id == d for s in seg.walk()):
+                    continue
+                serves = ctl.where(F.col("d") == d).select(LID)
+                for name, df in sets.items():
+                    frames.setdefault(name, []).append(serves.crossJoin(df))
+            found.update({(seg.id, name): _union(dfs) for name, dfs in frames.items()})
+        return found
 
     def _collect_steps(self) -> list[Step]:
         """Every captured step below the root, its distinct pairs collected to the driver."""

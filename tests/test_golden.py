@@ -111,13 +111,10 @@ def test_one_question_keeps_each_rows_answer_apart(runs: dict[str, Run], eager: 
     assert "Per output row" in str(lin) and "[2] Judge='Reject', count=1" in str(lin)
     with pytest.raises(LineageError, match="no output row of this answer has"):
         lin.where(Judge="Maybe")
-    reads = {c["inputs"]["Income"]: c["reads"] for c in lin.reasoning_rows()}
-    if backend == "lazy":  # each call names the source rows it read (eager indexes do not know)
-        joa = {"client": [{"ClientID": "0002"}], "debt": [{"ClientID": "0002"}], "loan": [{"LoanID": "L02"}]}
-        assert reads[2200] == joa and lin[2].reasoning_rows()[0]["reads"] == joa
-        assert reads[3400]["loan"] == [{"LoanID": "L01"}] and "read: client '0002'" in str(lin[2])
-    else:
-        assert all(r is None for r in reads.values())
+    reads = {c["inputs"]["Income"]: c["reads"] for c in lin.reasoning_rows()}  # each call's own rows
+    joa = {"client": [{"ClientID": "0002"}], "debt": [{"ClientID": "0002"}], "loan": [{"LoanID": "L02"}]}
+    assert reads[2200] == joa and lin[2].reasoning_rows()[0]["reads"] == joa
+    assert reads[3400]["loan"] == [{"LoanID": "L01"}] and "read: client '0002'" in str(lin[2])
 
 
 def test_strategies_store_what_they_promise(runs: dict[str, Run]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -31,7 +32,16 @@ from tracing.allowed_sql import check_where
 from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
-from tracing.lineage import PER_ROW_MAX, AugmentedLineage, ByRow, ReasoningRows, TraceStat
+from tracing.lineage import (
+    PER_ROW_MAX,
+    AugmentedLineage,
+    ByRow,
+    CallKey,
+    Reads,
+    ReasoningRows,
+    TraceStat,
+    call_key,
+)
 from tracing.parquet_reader import ParquetReader, local_path, quoted
 
 CALL = "__call"  # a model call's row id in its segment's stored output
@@ -190,6 +200,7 @@ class EagerIndex:
         source: dict[str, pa.Table | DataFrame] = {}
         reasoning: list[ReasoningRows] = []
         by_row = ByRow({}, [], self._numbered(targets)) if numbered else None
+        reads: Reads = {}
         for name, tables in sorted(pairs.items()):
             owned = pa.concat_tables(tables, promote_options="permissive")
             found = owned.drop_columns([LID]) if numbered else owned
@@ -210,6 +221,7 @@ class EagerIndex:
                 if by_row is not None:
                     by_call = owned.rename_columns([c if c == LID else CALL for c in owned.column_names])
                     by_row.reasoning.extend(self._owned_calls(seg, by_call, by_row.targets))
+                    reads.update(self._reads(seg, by_call, by_row.targets))
                 stats.append(
                     self._stat(
                         f"model calls of segment {seg.id}", started, found.num_rows, name, found.num_rows
@@ -224,6 +236,7 @@ class EagerIndex:
             keys=keys_,
             scope=self._scope(),
             by_row=None if by_row is None else replace(by_row, targets=by_row.targets.drop_columns([LID])),
+            reads=reads,
             run_id=self.record["run_id"],
         )
 
@@ -248,6 +261,34 @@ class EagerIndex:
             owned = self._joined(rows, pairs, targets, f"r.{CALL} = p.{CALL}").drop_columns([CALL])
             names = tuple(c.name for c in fn.arg_columns())
             out.append(ReasoningRows(fn.udf, seg.id, names, fn.value.name, fn.reason.name, owned))
+        return out
+
+    def _reads(self, seg: Segment, pairs: pa.Table, targets: pa.Table) -> Reads:
+        """The source rows each model call of ``seg`` read, with the ``ROW_ID`` of the targets
+        it serves by ``pairs`` (``LID``, ``CALL``). A call is named by its inputs: two with the
+        same inputs may have read other rows for other targets."""
+        indexes = self.meta.get("reads", {}).get(str(seg.id))
+        if not indexes:
+            return {}  # a run captured before calls named their reads
+        ids = pa.table({LID: pc.unique(pairs.column(CALL))})
+        args = {c.id: c.name for fn in seg.functions for c in fn.arg_columns()}
+        stored = self.reader.lookup(self._stored(seg), ids, [*[(i, i) for i in args], (LID, CALL)])
+        named: dict[CallKey, list[int]] = {}
+        for row in stored.to_pylist():
+            for fn in seg.functions:
+                inputs = {c.name: row[c.id] for c in fn.arg_columns()}
+                named.setdefault(call_key(seg.id, fn.udf, inputs), []).append(row[CALL])
+        out: Reads = {}
+        for name, info in indexes.items():
+            found = self.reader.lookup(self._uri(info["dir"]), ids)
+            read = self._joined(found.rename_columns([CALL if c == LID else c for c in found.column_names]),
+                                pairs, targets, f"r.{CALL} = p.{CALL}")
+            for call, mine in named.items():
+                rows = read.filter(pc.is_in(read.column(CALL), value_set=pa.array(mine, pa.int64())))
+                if rows.num_rows:
+                    rows = rows.drop_columns([CALL])
+                    table = name[len("src-") :]
+                    out.setdefault(call, {})[table] = rows.group_by(rows.column_names).aggregate([])
         return out
 
     def _joined(self, r: pa.Table, p: pa.Table, t: pa.Table, on: str) -> pa.Table:

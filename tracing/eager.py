@@ -271,7 +271,7 @@ class EagerIndex:
         if not indexes:
             return {}  # a run captured before calls named their reads
         ids = pa.table({LID: pc.unique(pairs.column(CALL))})
-        args = {c.id: c.name for fn in seg.functions for c in fn.arg_columns()}
+        args = sorted({c.id for fn in seg.functions for c in fn.arg_columns()})
         stored = self.reader.lookup(self._stored(seg), ids, [*[(i, i) for i in args], (LID, CALL)])
         named: dict[CallKey, list[int]] = {}
         for row in stored.to_pylist():

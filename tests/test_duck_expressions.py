@@ -5,6 +5,7 @@ refused, so the question goes to Spark."""
 
 from __future__ import annotations
 
+import random
 from datetime import date
 from decimal import Decimal
 
@@ -15,7 +16,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from segmenter.operators import Expr
-from tracing.engines.duck_expressions import NotInProcess, spark_type, to_duckdb
+from tracing.engines.duck_expressions import NotInProcess, register_functions, spark_type, to_duckdb
 
 SCHEMA = "i int, b bigint, d decimal(12,2), e decimal(15,4), s string, dt date, f double"
 ROWS = [
@@ -34,7 +35,10 @@ ACCEPTED = [
     "CAST(i AS BIGINT)", "CAST(i AS DECIMAL(12,2))", "CAST(d AS DECIMAL(20,4))", "(d = e)", "(i = d)",
     "(CAST(d AS DECIMAL(27,3)) >= (e * 0.5BD))", "CAST(i AS TINYINT)", "CASE WHEN (i > 0) THEN 1 ELSE 0 END",
     "CASE WHEN (s IS NULL) THEN 'none' WHEN (i > 0) THEN s END", "coalesce((i > b), false)",
-    "coalesce(s, 'x')",
+    "coalesce(s, 'x')", "(d / e)", "(e / d)", "(i / d)", "(d / b)", "((d * e) / (d + e))", "(d / 4)",
+    "(CAST(d AS DECIMAL(20,4)) / e)", "(d * 3)", "(d + 100)", "coalesce(d, e)", "coalesce(d, i)",
+    "CASE WHEN (i > 0) THEN d ELSE e END", "concat('x', s)", "concat(s, s)", "((b >> 1) & 1)", "(i & 6)",
+    "(i | 1)", "abs(d)", "abs(i)", "CAST(e AS DECIMAL(14,5))", "CAST(b AS DECIMAL(15,2))",
 ]  # fmt: skip
 AGGREGATES = [
     "sum(d)",
@@ -47,18 +51,23 @@ AGGREGATES = [
     "max(dt)",
     "min(d)",
     "sum(CASE WHEN (i > 0) THEN 1 ELSE 0 END)",
+    "avg(d)",
+    "avg(e)",
+    "avg((d * e))",
 ]
 REFUSED = [
     "(f = 0.1)",  # doubles: NaN, -0.0 and printing differ
-    "(d / e)",  # decimal division rounds by Spark's rules
-    "avg(d)",
+    "(i / 2)",  # integer division gives a double
+    "avg(i)",  # Spark sums in floating point
+    "(i << 40)",  # overflow differs
+    "concat(s, i)",
     "substring(s, 0, 2)",  # 0 and negative positions differ
     "upper(s)",
     "(d * d * d * d)",  # beyond 38 digits Spark rounds the scale
-    "CAST(d AS DECIMAL(5,2))",  # narrowing
+    "CAST(e AS DECIMAL(15,2))",  # rounding
     "CAST(s AS INT)",
     "(s LIKE 'a\\\\%')",  # Spark's default escape character
-    "CASE WHEN (i > 0) THEN d ELSE e END",  # Spark widens mixed types by its own rules
+    "CASE WHEN (i > 0) THEN s ELSE d END",  # Spark widens mixed types by its own rules
     "CASE i WHEN 3 THEN 1 END",
     "(i % b)",
     "(unknown = 1)",
@@ -74,7 +83,7 @@ def frame(spark: SparkSession):
 def _duckdb(frame, select: list[str], aggregate: bool = False) -> list[tuple]:
     """``select`` by DuckDB over the frame's rows (in their order)."""
     table = frame.toArrow()
-    con = duckdb.connect()
+    con = register_functions(duckdb.connect())
     con.register("t", table.append_column("__n", pa.array(range(table.num_rows))))
     return con.execute(
         f"SELECT {', '.join(select)} FROM t" + ("" if aggregate else " ORDER BY __n")
@@ -99,3 +108,27 @@ def test_aggregates_give_spark_values(frame) -> None:
 def test_what_could_differ_is_refused(sql: str) -> None:
     with pytest.raises(NotInProcess):
         to_duckdb(Expr(sql), TYPES)
+
+
+def test_decimal_division_and_average_round_as_spark_does(spark: SparkSession) -> None:
+    """Spark divides to 38 significant digits and rounds HALF_UP to the result's scale (avg:
+    to s + 4, whatever the division's own type): over random decimals of several scales, divisors that give
+    ties (halves at the last digit), negatives and groups, DuckDB gives every value alike."""
+    rng = random.Random(7)
+    rows = []
+    for n in range(600):
+        a = Decimal(rng.randint(-10**11, 10**11)).scaleb(-2)
+        b = Decimal(rng.choice([rng.randint(-10**6, 10**6), 2, -4, 8, 16, 3, 7, 125]) or 1).scaleb(-3)
+        rows.append((n % 37, a, b, Decimal(rng.randint(0, 10**14)).scaleb(-6)))
+    frame = spark.createDataFrame(rows, "g int, a decimal(13,2), b decimal(9,3), c decimal(15,6)")
+    types = {"g": "int", "a": spark_type("decimal(13,2)"), "b": spark_type("decimal(9,3)"),
+             "c": spark_type("decimal(15,6)")}  # fmt: skip
+    quotients = ["(a / b)", "(b / a)", "(c / b)", "(a / (b * b))", "(a / 3)"]
+    want = [tuple(r) for r in frame.select(*[F.expr(e) for e in quotients]).collect()]
+    assert want == _duckdb(frame, [to_duckdb(Expr(e), types) for e in quotients])
+    averages = ["avg(a)", "avg(b)", "avg(c)", "avg((a / b))"]
+    want = sorted(tuple(r) for r in frame.groupBy("g").agg(*[F.expr(e) for e in averages]).collect())
+    con = register_functions(duckdb.connect())
+    con.register("t", frame.toArrow())
+    got = con.execute(f"SELECT g, {', '.join(to_duckdb(Expr(e), types) for e in averages)} FROM t GROUP BY g")
+    assert want == sorted(got.fetchall())

@@ -4,18 +4,23 @@ The in-process engine may evaluate an expression only where DuckDB is known to a
 Spark value for value. So this is an allow-list, not a translator of everything: every node
 of the parsed expression must be one of a few kinds whose semantics match (comparisons,
 boolean logic, ``IN``, ``IS NULL``, integer and decimal ``+ - *`` whose Spark result needs no
-rounding, integer and widening casts, ``CASE WHEN`` and ``coalesce`` over values of one type,
-``year``/``month`` of a date, ``sum``/``count``/``min``/``max``), with result types inferred as
-Spark infers them. Anything else raises :class:`NotInProcess`, and
-the question is answered by Spark instead: never an approximation.
+rounding, decimal ``/`` and ``avg`` (rounded by Spark's rules in a function registered on the
+connection: :func:`spark_divide`), integer and decimal casts that do not round, ``CASE WHEN``
+and ``coalesce`` over values of one type or of decimals Spark widens, ``concat``, ``abs``,
+bitwise ``& | >>`` of integers, ``year``/``month`` of a date, ``sum``/``count``/``min``/``max``),
+with result types inferred as Spark infers them. Anything else raises :class:`NotInProcess`,
+and the question is answered by Spark instead: never an approximation.
 """
 
 from __future__ import annotations
 
+import decimal
 import re
 from dataclasses import dataclass
 
+import duckdb
 import sqlglot
+from duckdb import sqltypes
 from sqlglot import exp
 
 from segmenter.operators import Expr
@@ -47,7 +52,7 @@ def spark_type(dtype: str) -> SqlType:
     found = _DECIMAL.fullmatch(dtype.replace(" ", ""))
     if found:
         return DecimalType(int(found[1]), int(found[2]))
-    return dtype.lower()
+    return "null" if dtype.lower() == "void" else dtype.lower()  # void: Spark's type of NULL
 
 
 def to_duckdb(expr: Expr, types: dict[str, SqlType]) -> str:
@@ -62,10 +67,69 @@ def typed_duckdb(expr: Expr, types: dict[str, SqlType]) -> tuple[str, str]:
         tree = sqlglot.parse_one(expr.sql, read="spark")
     except sqlglot.errors.ParseError as e:
         raise NotInProcess(f"cannot parse {expr.sql!r}") from e
-    found = _Checker(types).type_of(tree)
-    exact = tree.transform(lambda n: exp.Cast(this=n.this, to=n.to) if isinstance(n, exp.TryCast) else n)
+    holder = exp.Paren(this=tree)  # the checker rewrites some nodes in place, the top one too
+    found = _Checker(types).type_of(holder)
+    exact = holder.this.transform(
+        lambda n: exp.Cast(this=n.this, to=n.to) if isinstance(n, exp.TryCast) else n
+    )
     ddl = f"decimal({found.precision},{found.scale})" if isinstance(found, DecimalType) else found
     return exact.sql("duckdb", identify=True), ddl
+
+
+def _operand(node: exp.Expression, t: SqlType) -> DecimalType:
+    """An operand of decimal arithmetic as a decimal: an integer literal as the fewest
+    digits that hold it (Spark's DecimalType.fromLiteral), other integers by their type."""
+    if isinstance(node, exp.Literal) and _is_integer(t):
+        return DecimalType(len(node.this.lstrip("0")) or 1, 0)
+    return _as_decimal(t)
+
+
+def _ddl(t: DecimalType) -> str:
+    return f"DECIMAL({t.precision}, {t.scale})"
+
+
+def _bounded(precision: int, scale: int) -> DecimalType:
+    """Spark's result type of a decimal operation that may need more than 38 digits: the
+    integer digits are kept and the scale is cut, to no less than 6 (allowPrecisionLoss)."""
+    if precision <= MAX_PRECISION:
+        return DecimalType(precision, scale)
+    digits = precision - scale
+    return DecimalType(MAX_PRECISION, max(MAX_PRECISION - digits, min(scale, 6)))
+
+
+def _divided(a: exp.Expression, b: exp.Expression, scale: int, result: DecimalType) -> exp.Expression:
+    """DuckDB SQL for Spark's ``a / b`` at ``scale``, rounded to ``result`` (its exact
+    decimal text, so DuckDB reads it back without a rounding of its own)."""
+    as_text = [exp.Cast(this=v, to=exp.DataType.build("VARCHAR")) for v in (a, b)]
+    scales = [exp.Literal.number(scale), exp.Literal.number(result.scale)]
+    call = exp.Anonymous(this=SPARK_DIVIDE, expressions=[*as_text, *scales])
+    return exp.Cast(this=call, to=exp.DataType.build(_ddl(result)))
+
+
+SPARK_DIVIDE = "al_spark_divide"
+_CONTEXT = decimal.Context(prec=MAX_PRECISION, rounding=decimal.ROUND_HALF_UP)
+_WIDE = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP)
+
+
+def spark_divide(a: str, b: str, scale: int, result_scale: int) -> str | None:
+    """``a / b`` as Spark's Decimal computes it: Java's BigDecimal.divide to 38 significant
+    digits (HALF_UP), set to the division's ``scale`` (HALF_UP), then to ``result_scale``
+    (HALF_UP, where a cast follows). None for a zero divisor (as Spark's non-ANSI NULL: a
+    value a task computed never divided by zero)."""
+    divisor = decimal.Decimal(b)
+    if divisor.is_zero():
+        return None
+    quotient = _CONTEXT.divide(decimal.Decimal(a), divisor)
+    for step in (scale, result_scale):
+        quotient = quotient.quantize(decimal.Decimal(1).scaleb(-step), context=_WIDE)
+    return format(quotient, "f")
+
+
+def register_functions(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``con`` with the functions the translated expressions call."""
+    text, whole = sqltypes.VARCHAR, sqltypes.INTEGER
+    con.create_function(SPARK_DIVIDE, spark_divide, [text, text, whole, whole], text, side_effects=False)
+    return con
 
 
 def _is_integer(t: SqlType) -> bool:
@@ -123,8 +187,22 @@ class _Checker:
             return "boolean"
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
             return self._arithmetic(node)
+        if isinstance(node, exp.Div):
+            return self._divide(node)
+        if isinstance(node, (exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseRightShift, exp.BitwiseLeftShift)):
+            return self._bitwise(node)
+        if isinstance(node, exp.Concat):
+            for part in node.expressions:  # DuckDB's || is NULL when a part is, as Spark's concat
+                if self.type_of(part) not in ("string", "null"):
+                    raise NotInProcess(f"concat of non-strings in {node.sql(dialect='spark')}")
+            return "string"
         if isinstance(node, exp.Mod):
             return self._modulo(node)
+        if isinstance(node, exp.Abs):
+            inner = self.type_of(node.this)
+            if not _is_numeric(inner):
+                raise NotInProcess(f"abs of {inner}")
+            return inner
         if isinstance(node, exp.Neg):
             inner = self.type_of(node.this)
             if not _is_numeric(inner):
@@ -141,6 +219,8 @@ class _Checker:
             return self._like(node)
         if isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max)):
             return self._aggregate(node)
+        if isinstance(node, exp.Avg):
+            return self._average(node)
         if isinstance(node, exp.Case) and node.this is None:  # CASE WHEN c THEN v … END
             for branch in node.args["ifs"]:
                 self._boolean(branch.this)
@@ -151,12 +231,24 @@ class _Checker:
         raise NotInProcess(f"{node.key} ({node.sql(dialect='spark')}) is not evaluated in process")
 
     def _one_type(self, values: list[exp.Expression], node: exp.Expression) -> SqlType:
-        """The type of a CASE or COALESCE whose values all have one type (Spark would widen
-        mixed ones by rules not reproduced here)."""
-        found = {self.type_of(v) for v in values} - {"null"}
-        if len(found) > 1:
+        """The type of a CASE or COALESCE whose values all have one type, or are decimals
+        and integers that Spark widens to one decimal (each value is cast to it here, so
+        DuckDB gives the same type); other mixes are widened by rules not reproduced here."""
+        types = [self.type_of(v) for v in values]
+        found = set(types) - {"null"}
+        if len(found) <= 1:
+            return found.pop() if found else "null"
+        if not all(_is_numeric(t) for t in found) or not any(isinstance(t, DecimalType) for t in found):
             raise NotInProcess(f"values of types {sorted(map(str, found))} in {node.sql(dialect='spark')}")
-        return found.pop() if found else "null"
+        decimals = [_as_decimal(t) for t in found]
+        scale = max(d.scale for d in decimals)
+        wider = DecimalType(max(d.precision - d.scale for d in decimals) + scale, scale)
+        if wider.precision > MAX_PRECISION:
+            raise NotInProcess(f"decimal({wider.precision},{scale}) values in {node.sql(dialect='spark')}")
+        for value, t in zip(values, types, strict=True):
+            if t != wider:
+                value.replace(exp.Cast(this=value.copy(), to=exp.DataType.build(_ddl(wider))))
+        return wider
 
     def _boolean(self, node: exp.Expression) -> None:
         if self.type_of(node) not in ("boolean", "null"):
@@ -200,7 +292,7 @@ class _Checker:
             raise NotInProcess(f"arithmetic on {a} and {b}")
         if _is_integer(a) and _is_integer(b):
             return a if INTEGERS[a] >= INTEGERS[b] else b  # type: ignore[index]
-        x, y = _as_decimal(a), _as_decimal(b)
+        x, y = _operand(node.this, a), _operand(node.expression, b)
         if isinstance(node, exp.Mul):
             precision, scale = x.precision + y.precision + 1, x.scale + y.scale
         else:
@@ -209,6 +301,42 @@ class _Checker:
         if precision > MAX_PRECISION:  # Spark would round to fit: not reproduced in process
             raise NotInProcess(f"decimal({precision},{scale}) result in {node.sql(dialect='spark')}")
         return DecimalType(precision, scale)
+
+    def _divide(self, node: exp.Div) -> SqlType:
+        """Decimal division, typed and rounded as Spark does it (:func:`spark_divide`, called
+        from DuckDB); integer or floating division is not reproduced."""
+        a, b = self.type_of(node.this), self.type_of(node.expression)
+        decimals = isinstance(a, DecimalType) or isinstance(b, DecimalType)
+        if not (decimals and _is_numeric(a) and _is_numeric(b)):
+            raise NotInProcess(f"division of {a} by {b} in {node.sql(dialect='spark')}")
+        x, y = _operand(node.this, a), _operand(node.expression, b)
+        scale = max(6, x.scale + y.precision + 1)
+        found = _bounded(x.precision - x.scale + y.scale + scale, scale)
+        node.replace(_divided(node.this.copy(), node.expression.copy(), found.scale, found))
+        return found
+
+    def _average(self, node: exp.Avg) -> SqlType:
+        """``avg`` of a decimal as Spark computes it (DecimalDivideWithOverflowCheck): its sum
+        divided by its count to 38 significant digits, rounded to decimal(p + 4, s + 4)."""
+        x = self.type_of(node.this)
+        if not isinstance(x, DecimalType):
+            raise NotInProcess(f"avg of {x} (Spark sums in floating point)")
+        found = DecimalType(min(MAX_PRECISION, x.precision + 4), min(MAX_PRECISION, x.scale + 4))
+        parts = exp.Sum(this=node.this.copy()), exp.Count(this=node.this.copy())
+        node.replace(_divided(*parts, found.scale, found))
+        return found
+
+    def _bitwise(self, node: exp.Expression) -> SqlType:
+        """``&``, ``|``, ``>>`` and ``<<`` of integers (Spark's grouping() reads
+        ``spark_grouping_id`` so)."""
+        a, b = self.type_of(node.this), self.type_of(node.expression)
+        if not (_is_integer(a) and _is_integer(b)):
+            raise NotInProcess(f"bitwise operation on {a} and {b}")
+        if isinstance(node, (exp.BitwiseRightShift, exp.BitwiseLeftShift)):
+            if isinstance(node, exp.BitwiseLeftShift) or not isinstance(node.expression, exp.Literal):
+                raise NotInProcess("shifts other than >> by a literal (overflow differs)")
+            return a
+        return a if INTEGERS[a] >= INTEGERS[b] else b  # type: ignore[index]
 
     def _modulo(self, node: exp.Mod) -> SqlType:
         a = self.type_of(node.this)
@@ -238,10 +366,9 @@ class _Checker:
             # narrowing too: DuckDB's CAST fails on overflow as ANSI Spark's does, and the
             # values a tracing query recomputes are values the task computed without failing
             return target
-        if _is_numeric(source) and isinstance(target, DecimalType):
-            s = _as_decimal(source)
-            if target.scale >= s.scale and target.precision - target.scale >= s.precision - s.scale:
-                return target
+        rounds = not _is_numeric(source) or target.scale < _as_decimal(source).scale  # type: ignore[union-attr]
+        if isinstance(target, DecimalType) and not rounds:
+            return target  # fewer integer digits fail on overflow in both (ANSI), as integers do
         raise NotInProcess(f"cast of {source} to {target}")
 
     def _like(self, node: exp.Like) -> SqlType:

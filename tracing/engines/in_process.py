@@ -45,7 +45,14 @@ from segmenter.operators import (
 )
 from segmenter.segments import Segment
 from tracing.engines import PARENT, Settled, renumber
-from tracing.engines.duck_expressions import NotInProcess, SqlType, spark_type, to_duckdb, typed_duckdb
+from tracing.engines.duck_expressions import (
+    NotInProcess,
+    SqlType,
+    register_functions,
+    spark_type,
+    to_duckdb,
+    typed_duckdb,
+)
 from tracing.parquet_reader import local_path
 
 MAX_BYTES = int(os.environ.get("AL_IN_PROCESS_BYTES", str(4 << 30)))  # larger inputs: Spark
@@ -175,7 +182,7 @@ class DuckEngine:
     def __init__(self, restorer: Restorer, root: Segment) -> None:
         self.restorer = restorer
         self.types = column_types(root)
-        self.con = duckdb.connect(config={"threads": 2})
+        self.con = register_functions(duckdb.connect(config={"threads": 2}))
         self._names = count()
         self._tag_cols: dict[str, tuple[str, ...]] = {}
         self._sql: dict[str, str] = {}

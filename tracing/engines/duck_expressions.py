@@ -111,14 +111,14 @@ _CONTEXT = decimal.Context(prec=MAX_PRECISION, rounding=decimal.ROUND_HALF_UP)
 _WIDE = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP)
 
 
-def spark_divide(a: str, b: str, scale: int, result_scale: int) -> str | None:
+def spark_divide(a: str | None, b: str | None, scale: int, result_scale: int) -> str | None:
     """``a / b`` as Spark's Decimal computes it: Java's BigDecimal.divide to 38 significant
     digits (HALF_UP), set to the division's ``scale`` (HALF_UP), then to ``result_scale``
     (HALF_UP, where a cast follows). None for a zero divisor (as Spark's non-ANSI NULL: a
     value a task computed never divided by zero)."""
-    divisor = decimal.Decimal(b)
-    if divisor.is_zero():
+    if a is None or b is None or decimal.Decimal(b).is_zero():
         return None
+    divisor = decimal.Decimal(b)
     quotient = _CONTEXT.divide(decimal.Decimal(a), divisor)
     for step in (scale, result_scale):
         quotient = quotient.quantize(decimal.Decimal(1).scaleb(-step), context=_WIDE)
@@ -128,7 +128,10 @@ def spark_divide(a: str, b: str, scale: int, result_scale: int) -> str | None:
 def register_functions(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``con`` with the functions the translated expressions call."""
     text, whole = sqltypes.VARCHAR, sqltypes.INTEGER
-    con.create_function(SPARK_DIVIDE, spark_divide, [text, text, whole, whole], text, side_effects=False)
+    con.create_function(
+        SPARK_DIVIDE, spark_divide, [text, text, whole, whole], text,
+        null_handling="special", side_effects=False,
+    )  # fmt: skip
     return con
 
 
@@ -366,8 +369,8 @@ class _Checker:
             # narrowing too: DuckDB's CAST fails on overflow as ANSI Spark's does, and the
             # values a tracing query recomputes are values the task computed without failing
             return target
-        rounds = not _is_numeric(source) or target.scale < _as_decimal(source).scale  # type: ignore[union-attr]
-        if isinstance(target, DecimalType) and not rounds:
+        decimal_target = isinstance(target, DecimalType) and _is_numeric(source)
+        if decimal_target and target.scale >= _as_decimal(source).scale:  # type: ignore[union-attr]
             return target  # fewer integer digits fail on overflow in both (ANSI), as integers do
         raise NotInProcess(f"cast of {source} to {target}")
 

@@ -12,8 +12,8 @@ T1 − T2 on the way adds control lineage (forward paper §3.4, the paper's D-se
 every output row that passes through its left input depends on all of T2. Rather than repeat
 T2's lineage for every such row, ``eager/ctl`` holds (__lid, d) pairs and
 ``eager/control-<d>/<name>/`` the lineage of all of T2, once. With the reasoning lineage,
-``eager/reads-<segment>/<name>/`` pairs each model call (its segment row's __lid) with the
-source rows it read, so an answer names them per call.
+``eager/reads-<segment>/`` pairs each model call (its segment row's __lid) with the source
+rows it read (``__table`` names each row's table), so an answer names them per call.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from segmenter.operators import Source
 from segmenter.segments import Segment
 
 REF = "__ref"
+TABLE = "__table"  # which source table a call's read row is from
 ROW_GROUP_BYTES = 1 << 20  # small row groups: a point lookup decompresses little
 
 
@@ -151,8 +152,8 @@ class IndexBuilder:
             refs = ctl.join(root_lids, LID, "left_semi")
             jobs["ctl"] = partial(self._write, refs, "eager/ctl", [LID])
         reads = self._reads() if "backward" in self.capture.directions else {}
-        for (s, name), df in reads.items():
-            jobs[f"reads {s} {name}"] = partial(self._write, df, f"eager/reads-{s}/{name}", [LID])
+        for s, (df, _) in reads.items():
+            jobs[f"reads {s}"] = partial(self._write_sorted, df, f"eager/reads-{s}")
         for d, sets in self._controls.items():
             for name, df in sets.items():
                 jobs[f"control {d} {name}"] = partial(
@@ -162,8 +163,8 @@ class IndexBuilder:
         with ThreadPoolExecutor(max_workers=4) as pool:
             done = dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
         written: dict[str, Any] = {"indexes": {}, "controls": {}, "ctl": done.get("ctl"), "reads": {}}
-        for s, name in reads:
-            written["reads"].setdefault(str(s), {})[name] = done[f"reads {s} {name}"]
+        for s, (_, tables) in reads.items():
+            written["reads"][str(s)] = done[f"reads {s}"] | {"tables": tables}
         for name in parts:
             written["indexes"][name] = done.get(f"index {name}") or {"attrs": _attrs(pairs[name])}
         if "provrc" in storage:
@@ -187,13 +188,14 @@ class IndexBuilder:
                 written["controls"].setdefault(str(d), {})[name] = done[f"control {d} {name}"]
         return written
 
-    def _reads(self) -> dict[tuple[int, str], DataFrame]:
-        """Per segment topped by function operators and source table: (__lid, attrs) pairs, a
-        model call (the segment's row ``__lid``) with the source rows it read, those of all of
-        a difference's right input below it included (so each call names its rows)."""
+    def _reads(self) -> dict[int, tuple[DataFrame, dict[str, list[str]]]]:
+        """Per segment topped by function operators: (__lid, __table, attrs...) pairs, a model
+        call (the segment's row ``__lid``) with the source rows it read, those of all of a
+        difference's right input below it included (so each call names its rows); and each
+        table's attributes. One file set per segment: the pairs are few, a job costs more."""
         if not self.capture.functions:
             return {}
-        found: dict[tuple[int, str], DataFrame] = {}
+        found: dict[int, tuple[DataFrame, dict[str, list[str]]]] = {}
         for seg in self.root.walk():
             if not seg.functions:
                 continue
@@ -205,7 +207,15 @@ class IndexBuilder:
                 serves = ctl.where(F.col("d") == d).select(LID)
                 for name, df in sets.items():
                     frames.setdefault(name, []).append(serves.crossJoin(df))
-            found.update({(seg.id, name): _union(dfs) for name, dfs in frames.items()})
+            if not frames:
+                continue
+            tagged, tables = [], {}
+            for k, (name, dfs) in enumerate(sorted(frames.items())):
+                pairs = _union(dfs)  # columns of its own per table: two may share a name, not a type
+                tables[name] = [[f"t{k}_{a}", a] for a in _attrs(pairs)]  # as JSON keeps it
+                own = [ref(a).alias(c) for c, a in tables[name]]
+                tagged.append(pairs.select(ref(LID), F.lit(name).alias(TABLE), *own))
+            found[seg.id] = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged), tables
         return found
 
     def _collect_steps(self) -> list[Step]:
@@ -239,6 +249,18 @@ class IndexBuilder:
         if "forward" in self.capture.directions:
             out["forward"] = self._write(source, f"eager/forward/{name}", attrs, unique="backward" in out)
         return out
+
+    def _write_sorted(self, df: DataFrame, path: str) -> dict[str, Any]:
+        """``df`` as it is partitioned, sorted by ``__lid`` in each file: one stage, no shuffle
+        (duplicates are dropped where the pairs are read)."""
+        (
+            df.sortWithinPartitions(LID)
+            .write.mode("error")
+            .option("compression", "zstd")
+            .option("parquet.block.size", ROW_GROUP_BYTES)
+            .parquet(f"{self.staging}/{path}")
+        )
+        return {"dir": path, "bytes": self.store.size(f"{self.staging}/{path}")}
 
     def _write(self, df: DataFrame, path: str, order: list[str], unique: bool = False) -> dict[str, Any]:
         """Distinct rows, hash-partitioned on all their columns (balanced even when a few

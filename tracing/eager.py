@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from materialization.capture import LID, lid_columns, lid_of
 from materialization.compile import ROW_ID, ref
 from materialization.compressed_index import COMPRESSED
-from materialization.indexes import index_name
+from materialization.indexes import TABLE, index_name
 from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
 from segmenter.errors import LineageError
@@ -267,9 +267,9 @@ class EagerIndex:
         """The source rows each model call of ``seg`` read, with the ``ROW_ID`` of the targets
         it serves by ``pairs`` (``LID``, ``CALL``). A call is named by its inputs: two with the
         same inputs may have read other rows for other targets."""
-        indexes = self.meta.get("reads", {}).get(str(seg.id))
-        if not indexes:
-            return {}  # a run captured before calls named their reads
+        index = self.meta.get("reads", {}).get(str(seg.id))
+        if not index:
+            return {}  # a run captured before calls named their reads, or none read a table
         ids = pa.table({LID: pc.unique(pairs.column(CALL))})
         args = sorted({c.id for fn in seg.functions for c in fn.arg_columns()})
         stored = self.reader.lookup(self._stored(seg), ids, [*[(i, i) for i in args], (LID, CALL)])
@@ -279,12 +279,14 @@ class EagerIndex:
                 inputs = {c.name: row[c.id] for c in fn.arg_columns()}
                 named.setdefault(call_key(seg.id, fn.udf, inputs), []).append(row[CALL])
         out: Reads = {}
-        for name, info in indexes.items():
-            found = self.reader.lookup(self._uri(info["dir"]), ids)
-            read = self._joined(found.rename_columns([CALL if c == LID else c for c in found.column_names]),
-                                pairs, targets, f"r.{CALL} = p.{CALL}")
-            for call, mine in named.items():
-                rows = read.filter(pc.is_in(read.column(CALL), value_set=pa.array(mine, pa.int64())))
+        found = self.reader.lookup(self._uri(index["dir"]), ids)
+        for name, columns in index["tables"].items():
+            stored_as, attrs = zip(*columns, strict=True)
+            table_rows = found.filter(pc.equal(found.column(TABLE), name)).select([LID, *stored_as])
+            on = f"r.{CALL} = p.{CALL}"
+            read = self._joined(table_rows.rename_columns([CALL, *attrs]), pairs, targets, on)
+            for call, ids_of in named.items():
+                rows = read.filter(pc.is_in(read.column(CALL), value_set=pa.array(ids_of, pa.int64())))
                 if rows.num_rows:
                     rows = rows.drop_columns([CALL])
                     table = name[len("src-") :]

@@ -338,6 +338,7 @@ class Run:
             return 0
         sizes = [d["bytes"] for info in meta["indexes"].values() for k, d in info.items() if k != "attrs"]
         sizes += [d["bytes"] for sets in meta["controls"].values() for d in sets.values()]
+        sizes += [d["bytes"] for d in meta.get("reads", {}).values()]
         compressed = meta.get(COMPRESSED)
         if compressed:
             sizes.append(compressed["bytes"])

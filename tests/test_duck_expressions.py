@@ -38,7 +38,8 @@ ACCEPTED = [
     "coalesce(s, 'x')", "(d / e)", "(e / d)", "(i / d)", "(d / b)", "((d * e) / (d + e))", "(d / 4)",
     "(CAST(d AS DECIMAL(20,4)) / e)", "(d * 3)", "(d + 100)", "coalesce(d, e)", "coalesce(d, i)",
     "CASE WHEN (i > 0) THEN d ELSE e END", "concat('x', s)", "concat(s, s)", "((b >> 1) & 1)", "(i & 6)",
-    "(i | 1)", "abs(d)", "abs(i)", "CAST(e AS DECIMAL(14,5))", "CAST(b AS DECIMAL(15,2))",
+    "(i | 1)", "coalesce((d / e), i)", "abs(d)", "abs(i)", "CAST(e AS DECIMAL(14,5))",
+    "CAST(b AS DECIMAL(15,2))",
 ]  # fmt: skip
 AGGREGATES = [
     "sum(d)",

@@ -76,6 +76,14 @@ def typed_duckdb(expr: Expr, types: dict[str, SqlType]) -> tuple[str, str]:
     return exact.sql("duckdb", identify=True), ddl
 
 
+def _values(node: exp.Expression) -> list[exp.Expression]:
+    """A CASE's or COALESCE's values as they stand now (typing rewrites some in place)."""
+    if isinstance(node, exp.Coalesce):
+        return [node.this, *node.expressions]
+    default = node.args.get("default")
+    return [b.args["true"] for b in node.args["ifs"]] + ([default] if default else [])
+
+
 def _operand(node: exp.Expression, t: SqlType) -> DecimalType:
     """An operand of decimal arithmetic as a decimal: an integer literal as the fewest
     digits that hold it (Spark's DecimalType.fromLiteral), other integers by their type."""
@@ -192,7 +200,7 @@ class _Checker:
             return self._arithmetic(node)
         if isinstance(node, exp.Div):
             return self._divide(node)
-        if isinstance(node, (exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseRightShift, exp.BitwiseLeftShift)):
+        if isinstance(node, (exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseRightShift)):
             return self._bitwise(node)
         if isinstance(node, exp.Concat):
             for part in node.expressions:  # DuckDB's || is NULL when a part is, as Spark's concat
@@ -227,17 +235,16 @@ class _Checker:
         if isinstance(node, exp.Case) and node.this is None:  # CASE WHEN c THEN v … END
             for branch in node.args["ifs"]:
                 self._boolean(branch.this)
-            values = [b.args["true"] for b in node.args["ifs"]]
-            return self._one_type([*values, node.args.get("default") or exp.Null()], node)
+            return self._one_type(node)
         if isinstance(node, exp.Coalesce):
-            return self._one_type([node.this, *node.expressions], node)
+            return self._one_type(node)
         raise NotInProcess(f"{node.key} ({node.sql(dialect='spark')}) is not evaluated in process")
 
-    def _one_type(self, values: list[exp.Expression], node: exp.Expression) -> SqlType:
+    def _one_type(self, node: exp.Expression) -> SqlType:
         """The type of a CASE or COALESCE whose values all have one type, or are decimals
         and integers that Spark widens to one decimal (each value is cast to it here, so
         DuckDB gives the same type); other mixes are widened by rules not reproduced here."""
-        types = [self.type_of(v) for v in values]
+        types = [self.type_of(v) for v in _values(node)]
         found = set(types) - {"null"}
         if len(found) <= 1:
             return found.pop() if found else "null"
@@ -248,7 +255,7 @@ class _Checker:
         wider = DecimalType(max(d.precision - d.scale for d in decimals) + scale, scale)
         if wider.precision > MAX_PRECISION:
             raise NotInProcess(f"decimal({wider.precision},{scale}) values in {node.sql(dialect='spark')}")
-        for value, t in zip(values, types, strict=True):
+        for value, t in zip(_values(node), types, strict=True):  # as typing rewrote them
             if t != wider:
                 value.replace(exp.Cast(this=value.copy(), to=exp.DataType.build(_ddl(wider))))
         return wider
@@ -330,14 +337,14 @@ class _Checker:
         return found
 
     def _bitwise(self, node: exp.Expression) -> SqlType:
-        """``&``, ``|``, ``>>`` and ``<<`` of integers (Spark's grouping() reads
-        ``spark_grouping_id`` so)."""
+        """``&``, ``|`` and ``>>`` by a literal of integers (Spark's grouping() reads
+        ``spark_grouping_id`` so; ``<<`` overflows differently)."""
         a, b = self.type_of(node.this), self.type_of(node.expression)
         if not (_is_integer(a) and _is_integer(b)):
             raise NotInProcess(f"bitwise operation on {a} and {b}")
-        if isinstance(node, (exp.BitwiseRightShift, exp.BitwiseLeftShift)):
-            if isinstance(node, exp.BitwiseLeftShift) or not isinstance(node.expression, exp.Literal):
-                raise NotInProcess("shifts other than >> by a literal (overflow differs)")
+        if isinstance(node, exp.BitwiseRightShift):
+            if not isinstance(node.expression, exp.Literal):
+                raise NotInProcess(">> by other than a literal")
             return a
         return a if INTEGERS[a] >= INTEGERS[b] else b  # type: ignore[index]
 

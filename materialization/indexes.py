@@ -13,7 +13,10 @@ every output row that passes through its left input depends on all of T2. Rather
 T2's lineage for every such row, ``eager/ctl`` holds (__lid, d) pairs and
 ``eager/control-<d>/<name>/`` the lineage of all of T2, once. With the reasoning lineage,
 ``eager/reads-<segment>/`` pairs each model call (its segment row's __lid) with the source
-rows it read (``__table`` names each row's table), so an answer names them per call.
+rows it read (``__table`` names each row's table), so an answer names them per call. A table
+that two segments read (Q2's supplier: the query and its min-cost subquery) gets
+``eager/via/``: its pairs with ``__seg``, the segment each row entered by (``__d`` the
+difference whose right input it is, for control lineage), so an answer gives each row's path.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from segmenter.segments import Segment
 
 REF = "__ref"
 TABLE = "__table"  # which source table a call's read row is from
+SEG = "__seg"  # the segment that read a source row
+DIFF = "__d"  # the difference whose right input holds a row (control lineage; else null)
 ROW_GROUP_BYTES = 1 << 20  # small row groups: a point lookup decompresses little
 
 
@@ -82,7 +87,8 @@ class IndexBuilder:
         ctl: list[DataFrame] = []
         for target, pairs in self.steps(seg):
             if isinstance(target, Source):
-                parts.setdefault(index_name("src", target.table), []).append(pairs)
+                tagged = pairs.withColumn(SEG, F.lit(seg.id))
+                parts.setdefault(index_name("src", target.table), []).append(tagged)
                 continue
             below, below_ctl = self.compose(target)
             for name, df in below.items():
@@ -117,7 +123,7 @@ class IndexBuilder:
 
     def control(self, seg: Segment) -> dict[str, DataFrame]:
         """Lineage of ALL of a difference's right input: what every row of its output that
-        passes the difference depends on."""
+        passes the difference depends on (with the segment that read each row)."""
         right = seg.leaves[1]
         child = seg.child_for(right)
         if child is None:
@@ -127,7 +133,7 @@ class IndexBuilder:
                 return {}
             names = {c.name: c.id for c in right.cols}
             rows = read_source(self.spark, right).select(*[ref(names[a]).alias(a) for a in attrs])
-            return {index_name("src", right.table): rows}
+            return {index_name("src", right.table): rows.withColumn(SEG, F.lit(seg.id))}
         below, below_ctl = self.compose(child)
         lids = self.out_lids(child)
         found = {name: [df.join(lids, LID, "left_semi").drop(LID)] for name, df in below.items()}
@@ -142,7 +148,8 @@ class IndexBuilder:
         """Write the indexes; returns what was written (names, attributes, bytes)."""
         parts, ctl = self.compose(self.root)
         root_lids = self.out_lids(self.root)
-        pairs = {name: df.join(root_lids, LID, "left_semi") for name, df in parts.items()}
+        tagged = {name: df.join(root_lids, LID, "left_semi") for name, df in parts.items()}
+        pairs = {name: df.drop(SEG) for name, df in tagged.items()}
         storage = self.capture.storage or ("pairs",)
         jobs: dict[str, Callable[[], dict[str, Any]]] = {}
         for name, df in pairs.items():
@@ -154,10 +161,14 @@ class IndexBuilder:
         reads = self._reads() if "backward" in self.capture.directions else {}
         for s, (df, _) in reads.items():
             jobs[f"reads {s}"] = partial(self._write_sorted, df, f"eager/reads-{s}")
+        via = self._via(tagged) if "backward" in self.capture.directions else None
+        if via is not None:
+            jobs["via"] = partial(self._write_sorted, via[0], "eager/via")
         for d, sets in self._controls.items():
             for name, df in sets.items():
+                rows = df.drop(SEG)
                 jobs[f"control {d} {name}"] = partial(
-                    self._write, df, f"eager/control-{d}/{name}", list(df.columns)
+                    self._write, rows, f"eager/control-{d}/{name}", list(rows.columns)
                 )
         # independent Spark jobs: submitted together they overlap their scheduling latency
         with ThreadPoolExecutor(max_workers=4) as pool:
@@ -165,6 +176,8 @@ class IndexBuilder:
         written: dict[str, Any] = {"indexes": {}, "controls": {}, "ctl": done.get("ctl"), "reads": {}}
         for s, (_, tables) in reads.items():
             written["reads"][str(s)] = done[f"reads {s}"] | {"tables": tables}
+        if via is not None:
+            written["via"] = done["via"] | {"tables": via[1]}
         for name in parts:
             written["indexes"][name] = done.get(f"index {name}") or {"attrs": _attrs(pairs[name])}
         if "provrc" in storage:
@@ -200,23 +213,32 @@ class IndexBuilder:
             if not seg.functions:
                 continue
             parts, ctl = self.compose(seg)
-            frames = {name: [df] for name, df in parts.items() if name.startswith("src-")}
+            frames = {name: [df.drop(SEG)] for name, df in parts.items() if name.startswith("src-")}
             for d, sets in self._controls.items():
                 if ctl is None or not any(s.id == d for s in seg.walk()):
                     continue
                 serves = ctl.where(F.col("d") == d).select(LID)
                 for name, df in sets.items():
-                    frames.setdefault(name, []).append(serves.crossJoin(df))
-            if not frames:
-                continue
-            tagged, tables = [], {}
-            for k, (name, dfs) in enumerate(sorted(frames.items())):
-                pairs = _union(dfs)  # columns of its own per table: two may share a name, not a type
-                tables[name] = [[f"t{k}_{a}", a] for a in _attrs(pairs)]  # as JSON keeps it
-                own = [ref(a).alias(c) for c, a in tables[name]]
-                tagged.append(pairs.select(ref(LID), F.lit(name).alias(TABLE), *own))
-            found[seg.id] = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged), tables
+                    frames.setdefault(name, []).append(serves.crossJoin(df.drop(SEG)))
+            if frames:
+                found[seg.id] = _by_table({name: _union(dfs) for name, dfs in frames.items()}, [LID])
         return found
+
+    def _via(self, tagged: dict[str, DataFrame]) -> tuple[DataFrame, dict[str, list[list[str]]]] | None:
+        """(__lid, __d, __seg, __table, attrs...) of the tables two segments read: each output
+        row's rows with the segment each entered by, and (``__d`` set, no __lid) those of all
+        of a difference's right input."""
+        multi = {index_name("src", t) for t, segs in self.root.entries().items() if len(segs) > 1}
+        none = F.lit(None).cast("int")
+        frames = {name: [df.withColumn(DIFF, none)] for name, df in tagged.items() if name in multi}
+        for d, sets in self._controls.items():
+            for name, df in sets.items():
+                if name in multi:
+                    rows = df.withColumn(LID, F.lit(None).cast("long")).withColumn(DIFF, F.lit(d))
+                    frames.setdefault(name, []).append(rows)
+        if not frames:
+            return None
+        return _by_table({name: _union(dfs) for name, dfs in frames.items()}, [LID, DIFF, SEG])
 
     def _collect_steps(self) -> list[Step]:
         """Every captured step below the root, its distinct pairs collected to the driver."""
@@ -279,8 +301,20 @@ class IndexBuilder:
         return {"dir": path, "bytes": self.store.size(f"{self.staging}/{path}")}
 
 
-def _attrs(pairs: DataFrame) -> list[str]:
-    return [c for c in pairs.columns if c != LID]
+def _attrs(pairs: DataFrame, meta: Sequence[str] = (LID,)) -> list[str]:
+    return [c for c in pairs.columns if c not in meta]
+
+
+def _by_table(frames: dict[str, DataFrame], meta: list[str]) -> tuple[DataFrame, dict[str, list[list[str]]]]:
+    """Several tables' rows in one frame: ``meta`` columns, ``__table`` naming each row's
+    table, and each table's attributes under columns of its own (two tables may share a
+    column name, not its type); with each table's (column, attribute) pairs."""
+    tagged, tables = [], {}
+    for k, (name, pairs) in enumerate(sorted(frames.items())):
+        tables[name] = [[f"t{k}_{a}", a] for a in _attrs(pairs, meta)]  # as JSON keeps it
+        own = [ref(a).alias(c) for c, a in tables[name]]
+        tagged.append(pairs.select(*[ref(m) for m in meta], F.lit(name).alias(TABLE), *own))
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged), tables
 
 
 def _through(pairs: DataFrame, below: DataFrame) -> DataFrame:

@@ -46,6 +46,25 @@ class Segment:
         for child in self.children:
             yield from child.walk()
 
+    def routes(self, above: tuple[int, ...] = ()) -> dict[int, tuple[int, ...]]:
+        """Each segment's path from this one down to it (segment ids): which subquery or
+        branch a source row entered the lineage by."""
+        path = (*above, self.id)
+        found = {self.id: path}
+        for child in self.children:
+            found |= child.routes(path)
+        return found
+
+    def entries(self) -> dict[str, list[int]]:
+        """Per source table, the segments that read it as an input (a table read by two
+        needs its rows' segment recorded; one read by one is placed by the plan)."""
+        found: dict[str, list[int]] = {}
+        for seg in self.walk():
+            for leaf in seg.leaves:
+                if isinstance(leaf, Source) and seg.id not in found.get(leaf.table, []):
+                    found.setdefault(leaf.table, []).append(seg.id)
+        return found
+
     def post_order(self) -> list[Segment]:
         """Children before parents: the order segments are run (and captured) in."""
         return [s for child in self.children for s in child.post_order()] + [self]

@@ -101,7 +101,7 @@ def test_one_question_keeps_each_rows_answer_apart(runs: dict[str, Run], eager: 
     assert [one.to_dict() for one in lin[0:2].rows] == [accept.to_dict(), lin[1].to_dict()]
     assert lin.where(lambda row: row["count"] == 1).source_ids("loan") == {("L02",), ("L07",)}
     data = json.loads(lin.to_json())
-    assert data["schema_version"] == 2 and data["run_id"] == lin.run_id and lin.run_id
+    assert data["schema_version"] == 3 and data["run_id"] == lin.run_id and lin.run_id
     assert [row["output"] for row in data["rows"]] == [{"Judge": j, "count": n} for j, n in LOAN_OUTPUT]
     for row, one in zip(data["rows"], lin.rows):
         alone = json.loads(one.to_json())

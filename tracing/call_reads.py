@@ -60,6 +60,7 @@ class Renumbering:
             {t: self.root(r) for t, r in by_row.source.items()},
             [replace(e, rows=self.root(e.rows)) for e in by_row.reasoning],
             by_row.targets,
+            {t: self.root(r) for t, r in by_row.via.items()},
         )
 
     def reads(self, source: dict[str, pa.Table]) -> Reads:

@@ -9,12 +9,14 @@ import time
 from collections import deque
 from typing import Any
 
+import pyarrow as pa
+
 from materialization.pushdown import Restriction
 from segmenter.operators import Source
 from segmenter.segments import Segment
 from tracing.call_reads import Renumbering
 from tracing.engines import Engine
-from tracing.lineage import AugmentedLineage, ByRow, ReasoningRows, TraceStat
+from tracing.lineage import SEGMENT, AugmentedLineage, ByRow, ReasoningRows, TraceStat, as_arrow, unique_rows
 from tracing.queries import trace_d, trace_non_d
 
 
@@ -22,7 +24,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     """Augmented lineage of ``targets`` (rows of the root segment's output; None = all);
     numbered targets give it per target too (:class:`ByRow`)."""
     queue: deque[tuple[Segment, Restriction | None]] = deque([(root, targets)])
-    source: dict[str, list[Any]] = {}
+    source: dict[str, list[tuple[int, Any]]] = {}  # per table: (the segment that read them, rows)
     reasoning: list[ReasoningRows] = []
     stats: list[TraceStat] = []
     renumbering = Renumbering()
@@ -63,9 +65,8 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
             if part.child is None:
                 leaf = part.leaf
                 assert isinstance(leaf, Source)
-                source.setdefault(leaf.table, []).append(
-                    engine.named(part.rows.rows, leaf.cols, distinct=False)
-                )
+                rows = engine.named(part.rows.rows, leaf.cols, distinct=False)
+                source.setdefault(leaf.table, []).append((seg.id, rows))
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
                 rows = part.rows
@@ -80,10 +81,21 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 rows_out,
             )
         )
-    found = {table: engine.union_distinct(frames) for table, frames in source.items()}
+    routes = root.routes()
     if targets is None or not targets.numbered:
-        return AugmentedLineage(source=found, reasoning=reasoning, queries=stats)
-    by_row = ByRow(source=found, reasoning=reasoning).local()
+        found = {table: engine.union_distinct([rows for _, rows in parts]) for table, parts in source.items()}
+        return AugmentedLineage(source=found, reasoning=reasoning, queries=stats, routes=routes)
+    via = {table: _entered(parts) for table, parts in source.items()}
+    found = {table: unique_rows(rows.drop_columns([SEGMENT])) for table, rows in via.items()}
+    by_row = ByRow(source=found, reasoning=reasoning, via=via).local()
     answer = renumbering.rooted(by_row).merged(stats)
     answer.reads = renumbering.reads(by_row.source)  # type: ignore[arg-type]
+    answer.routes = routes
     return answer
+
+
+def _entered(parts: list[tuple[int, Any]]) -> pa.Table:
+    """A table's rows in a per-row answer, each with the segment it entered by."""
+    local = [(seg, as_arrow(rows)) for seg, rows in parts]
+    tagged = [rows.append_column(SEGMENT, pa.array([seg] * rows.num_rows, pa.int64())) for seg, rows in local]
+    return unique_rows(pa.concat_tables(tagged))

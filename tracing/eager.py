@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from materialization.capture import LID, lid_columns, lid_of
 from materialization.compile import ROW_ID, ref
 from materialization.compressed_index import COMPRESSED
-from materialization.indexes import TABLE, index_name
+from materialization.indexes import DIFF, SEG, TABLE, index_name
 from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
 from segmenter.errors import LineageError
@@ -34,6 +34,7 @@ from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.lineage import (
     PER_ROW_MAX,
+    SEGMENT,
     AugmentedLineage,
     ByRow,
     CallKey,
@@ -189,7 +190,8 @@ class EagerIndex:
             found = self.pairs.backward_pairs(name, keys) if numbered else self.pairs.backward(name, keys)
             pairs.setdefault(name, []).append(found)
             stats.append(self._stat(f"backward index {name}", started, len(lids), name, found.num_rows))
-        for d, serves in self._controls_of(keys).items():
+        controls = self._controls_of(keys)
+        for d, serves in controls.items():
             for name, info in self.meta["controls"][str(d)].items():
                 started = time.perf_counter()
                 found = self.reader.scan(self._uri(info["dir"]))
@@ -227,6 +229,8 @@ class EagerIndex:
                         f"model calls of segment {seg.id}", started, found.num_rows, name, found.num_rows
                     )
                 )
+        if by_row is not None:
+            by_row.via.update(self._via(keys, controls, by_row))
         keys_ = {t: tuple(self.attrs(t)) for t in self.tables}
         return AugmentedLineage(
             source=source,
@@ -237,6 +241,7 @@ class EagerIndex:
             scope=self._scope(),
             by_row=None if by_row is None else replace(by_row, targets=by_row.targets.drop_columns([LID])),
             reads=reads,
+            routes=self.root.routes(),
             run_id=self.record["run_id"],
         )
 
@@ -292,6 +297,42 @@ class EagerIndex:
                     table = name[len("src-") :]
                     out.setdefault(call, {})[table] = rows.group_by(rows.column_names).aggregate([])
         return out
+
+    def _via(self, lids: pa.Table, controls: dict[int, list[int]], by_row: ByRow) -> dict[str, pa.Table]:
+        """Each table's rows of the per-row answer with the segment each entered by: the one
+        segment that reads the table, or (two read it) what the run's via index says."""
+        entries = self.root.entries()
+        index = self.meta.get("via")
+        stored: pa.Table | None = None
+        found = {}
+        for table, rows in by_row.source.items():
+            attrs = self.attrs(table)
+            segs = entries[table]
+            if len(segs) == 1:
+                local = rows.select([*attrs, ROW_ID])  # type: ignore[union-attr]
+                found[table] = local.append_column(SEGMENT, pa.array([segs[0]] * local.num_rows, pa.int64()))
+                continue
+            if not index:
+                continue  # a run captured before answers gave rows' paths
+            if stored is None:
+                stored = self._via_pairs(self._uri(index["dir"]), lids, controls)
+            name = index_name("src", table)
+            columns, names = zip(*index["tables"][name], strict=True)
+            mine = stored.filter(pc.equal(stored.column(TABLE), name)).select([LID, SEG, *columns])
+            mine = mine.rename_columns([LID, SEGMENT, *names])
+            owned = mine.join(by_row.targets.select([LID, ROW_ID]), LID).drop_columns([LID])  # type: ignore[union-attr]
+            found[table] = owned.group_by(owned.column_names).aggregate([])
+        return found
+
+    def _via_pairs(self, uri: str, lids: pa.Table, controls: dict[int, list[int]]) -> pa.Table:
+        """The via index's rows of the output rows ``lids``: theirs, and those of all of the
+        right input of each difference they pass (``controls``: difference -> rows)."""
+        found = self.reader.lookup(uri, lids)
+        parts = [found]
+        for d, serves in controls.items():
+            rows = self.reader.scan(uri, None, f"{DIFF} = {int(d)}").drop_columns([LID])
+            parts.append(_serving(rows, serves).select(found.column_names))
+        return pa.concat_tables(parts)
 
     def _joined(self, r: pa.Table, p: pa.Table, t: pa.Table, on: str) -> pa.Table:
         """The rows ``r`` with the ``ROW_ID`` of the targets ``t`` whose pairs ``p`` (their

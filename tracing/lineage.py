@@ -31,7 +31,8 @@ from tracing.confidence.answer import ConfidenceAnswer
 
 SHOW_ROWS = 10
 PER_ROW_MAX = 1_000  # chosen output rows answered apart (more: one merged answer)
-SCHEMA_VERSION = 2  # of to_dict's shape: 2 added "rows", "run_id" and a call's "reads"
+SCHEMA_VERSION = 3  # of to_dict's shape: 2 added "rows", "run_id" and a call's "reads"; 3 a row's "paths"
+SEGMENT = "__segment"  # the segment whose input a source row is, in a per-row answer
 
 CallKey = tuple[int, str, str]  # a model call: its segment, UDF and inputs (as JSON)
 Reads = dict[CallKey, dict[str, pa.Table]]  # a call's source rows by table, with the targets they reach
@@ -68,18 +69,21 @@ class TraceStat:
 @dataclass(frozen=True)
 class ByRow:
     """The answer's rows with ``ROW_ID``: which chosen output row each serves (a row that
-    serves several is there once for each)."""
+    serves several is there once for each). ``via`` has each table's source rows (by the
+    attributes the backend keeps) with the ``SEGMENT`` they entered by, once per segment."""
 
     source: dict[str, Rows]
     reasoning: list[ReasoningRows]
     targets: Rows | None = None
+    via: dict[str, Rows] = field(default_factory=dict)
 
     def local(self) -> ByRow:
         """The same rows as Arrow tables (a per-row answer is small: it is read in process)."""
         return ByRow(
-            {t: _arrow(r) for t, r in self.source.items()},
-            [replace(e, rows=_arrow(e.rows)) for e in self.reasoning],
-            None if self.targets is None else _arrow(self.targets),
+            {t: as_arrow(r) for t, r in self.source.items()},
+            [replace(e, rows=as_arrow(e.rows)) for e in self.reasoning],
+            None if self.targets is None else as_arrow(self.targets),
+            {t: as_arrow(r) for t, r in self.via.items()},
         )
 
     def merged(self, queries: list[TraceStat]) -> AugmentedLineage:
@@ -97,6 +101,7 @@ class ByRow:
             {t: _serving(r, ids) for t, r in self.source.items()},
             [replace(e, rows=_serving(e.rows, ids)) for e in self.reasoning],
             None if self.targets is None else _serving(self.targets, ids, shared=False),
+            {t: _serving(r, ids) for t, r in self.via.items()},
         )
 
 
@@ -113,6 +118,7 @@ class AugmentedLineage:
     warnings: list[str] = field(default_factory=list)  # e.g. a model's weights changed since the run
     by_row: ByRow | None = None  # the same rows, each with the chosen output row it serves
     reads: Reads = field(default_factory=dict)  # the source rows each model call read
+    routes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # segment -> its path from the root
     run_id: str | None = None
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
@@ -167,6 +173,39 @@ class AugmentedLineage:
             key = self.keys.get(table) or [c for c in rows.column_names if c != ROW_ID]
             found[table] = collect_rows(unique_rows(rows.select(list(key))))
         return found
+
+    def paths(self, table: str) -> list[dict[str, Any]]:
+        """Per source row of ``table`` (its key values): the paths it reached the chosen rows
+        by, each the segment ids from the root down to the segment that read it (Q2: a
+        supplier that only the min-cost subquery read comes by ``[0, 2]``, not ``[0]``)."""
+        if self.by_row is None or table not in self.by_row.via:
+            raise LineageError("paths are known for answers kept per output row: ask for chosen rows")
+        rows = as_arrow(self.by_row.via[table])
+        names = [c for c in rows.column_names if c not in (ROW_ID, SEGMENT)]
+        key = [k for k in self.keys.get(table, ()) if k in names] or names
+        found: dict[str, tuple[dict[str, Any], set[tuple[int, ...]]]] = {}
+        for r in collect_rows(rows.select([*key, SEGMENT])):
+            seg = r.pop(SEGMENT)
+            found.setdefault(_sort_key(r), (r, set()))[1].add(self.routes.get(seg, (seg,)))
+        return [{"row": r, "paths": [list(p) for p in sorted(p)]} for _, (r, p) in sorted(found.items())]
+
+    def path_notes(self, table: str) -> Callable[[dict[str, Any]], str]:
+        """``0 → 2`` (its paths) for each row of ``table``, where its rows came by more than
+        one path; else "" (the plan says it)."""
+        if self.by_row is None or table not in self.by_row.via:
+            return lambda row: ""
+        found = self.paths(table)
+        if len({json.dumps(f["paths"]) for f in found}) < 2:
+            return lambda row: ""
+        notes = {
+            _sort_key(f["row"]): "; ".join(" → ".join(map(str, p)) for p in f["paths"]) for f in found
+        }
+        key = list(found[0]["row"])
+
+        def note(row: dict[str, Any]) -> str:
+            return notes.get(_sort_key({k: row.get(k) for k in key}), "")
+
+        return note
 
     def to_shap(self, udf: str) -> Any:
         """The calls of ``udf`` (a SHAP or LIME UDF) as one ``shap.Explanation``."""
@@ -280,6 +319,7 @@ class AugmentedLineage:
             {
                 "output": collect_rows(one.targets)[0],  # type: ignore[arg-type]
                 "source": {t: one.source_rows(t) for t in one.tables},
+                "paths": {t: one.paths(t) for t in one.tables if t in one.by_row.via},  # type: ignore[union-attr]
                 "reasoning": one.reasoning_rows(),
             }
             for one in rows
@@ -308,7 +348,9 @@ class AugmentedLineage:
         for table in self.tables:
             rows = self.source_rows(table)
             lines.append(f"  {table}: {len(rows)} row(s)")
-            lines += [f"    {fmt_row(r)}" for r in rows[:SHOW_ROWS]]
+            via = self.path_notes(table)
+            for r in rows[:SHOW_ROWS]:
+                lines.append(f"    {fmt_row(r)}" + (f"  (via segments {via(r)})" if via(r) else ""))
             lines += _more(len(rows), "    ")
         lines.append("Reasoning lineage")
         if not self.reasoning:
@@ -357,7 +399,8 @@ def _plain(value: Any) -> Any:
 _MISSING = object()
 
 
-def _arrow(rows: Rows) -> pa.Table:
+def as_arrow(rows: Rows) -> pa.Table:
+    """Rows in process (a per-row answer is small)."""
     return rows if isinstance(rows, pa.Table) else rows.toArrow()
 
 

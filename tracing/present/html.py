@@ -91,6 +91,10 @@ def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
     for table in lineage.tables:
         rows = lineage.source_rows(table)
         key = lineage.keys.get(table, ())
+        via = lineage.path_notes(table)
+        if any(via(r) for r in rows):  # rows that came by different paths (subqueries): say which
+            rows = [{"via segments": via(r), **r} for r in rows]
+            key = ("via segments", *key)
         parts += [f"<h5>{escape(table)}: {len(rows)} row(s)</h5>", rows_table(rows, limit, key)]
     parts.append("<h4>Reasoning lineage</h4>")
     if not lineage.reasoning:

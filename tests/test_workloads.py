@@ -74,13 +74,14 @@ def test_query_names() -> None:
 def test_cda_query_same_output_and_lineage_under_every_strategy(cda: LineageSession, query: str) -> None:
     """Each strategy's output equals the plain normal-mode run; lineage is identical across them
     (full with the models' reasons computed while the task runs, fm as by default: Q20's
-    sentiment reasons computed when a question reaches them)."""
+    sentiment reasons computed when a question reaches them). Q20 is run as rerun and fm: its
+    three sentiment calls' reasons take ~25 s per run asked, and full differs from fm only in
+    what it stores, which Q2 and the differential suite check."""
     plain = sorted(map(tuple, baseline(cda, QUERIES[query])), key=repr)
-    runs = {
-        "rerun": cda.run(cda.sql(QUERIES[query]), strategy="rerun"),
-        "full": cda.run(cda.sql(QUERIES[query]), strategy="full", reasons="eager"),
-        "fm": cda.run(cda.sql(QUERIES[query]), strategy="fm"),
-    }
+    how = {"rerun": {}, "full": {"reasons": "eager"}, "fm": {}}
+    if query == "Q20":
+        del how["full"]
+    runs = {s: cda.run(cda.sql(QUERIES[query]), strategy=s, **kw) for s, kw in how.items()}
     expected = "lazy" if query == "Q20" else "eager"  # Q20 calls text_sentiment (expensive reasons)
     assert runs["fm"].record["reasons"] == expected
     for run in runs.values():
@@ -95,7 +96,7 @@ def test_cda_query_same_output_and_lineage_under_every_strategy(cda: LineageSess
     assert any(reference["source_lineage"].values())
     detections = [r for r in reference["reasoning_lineage"] if r["udf"] == "person_detection"]
     assert detections and all(r["value"] is True and r["reason"]["boxes"] for r in detections)
-    assert runs["fm"].stored_tuples <= runs["full"].stored_tuples
+    assert "full" not in runs or runs["fm"].stored_tuples <= runs["full"].stored_tuples
 
 
 def test_bench_command_writes_valid_json(cda: LineageSession, data_root: Path, tmp_path: Path) -> None:

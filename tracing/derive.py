@@ -34,7 +34,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
         numbered = r is not None and r.numbered
         if seg.functions:
             if r is not None and r.complete:
-                rows = r.values
+                rows = engine.reasoned(seg, r.values)
             else:
                 out = engine.output(seg, r)
                 rows = engine.settle(engine.semi(out, r) if numbered else out).rows  # type: ignore[arg-type]

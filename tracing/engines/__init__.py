@@ -50,6 +50,10 @@ class Engine(Protocol):
     def output(self, seg: Segment, restriction: Restriction | None) -> Any:
         """``seg``'s output rows in reasoning mode (stored or recomputed), restricted."""
 
+    def reasoned(self, seg: Segment, rows: Any) -> Any:
+        """Rows of ``seg``'s output read as another segment's input, with the reasons of
+        their model calls (an engine that reads inputs in reasoning mode returns them)."""
+
     def tagged(self, rel: Any, tag: str, cols: Sequence[Col]) -> Any:
         """``rel`` with a column ``tag`` holding each row's ``cols`` (the paper's Split tags)."""
 

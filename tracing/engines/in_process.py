@@ -239,27 +239,34 @@ class DuckEngine:
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> Rel:
         child = seg.child_for(leaf)
-        if child is not None:
-            return self.output(child, restriction)
+        if child is not None:  # an input: its model values only (reasons for the calls traced)
+            return self.output(child, restriction, reasons=False)
         assert isinstance(leaf, Source)
         return self._restricted(self._source(leaf), restriction)
 
-    def output(self, seg: Segment, restriction: Restriction | None) -> Rel:
+    def output(self, seg: Segment, restriction: Restriction | None, reasons: bool = True) -> Rel:
+        """``seg``'s output rows, restricted; with ``reasons``, each model call's reason
+        (else only its value: a segment read as another's input needs no reasons, and the
+        calls its rows hold are not all in the lineage)."""
         path = self.restorer.stored_path(seg)
         info = self.restorer.stored.get(str(seg.id))
         ids = [c.id for c in seg.top.columns]
+        picked = ", ".join(map(q, ids))
         if path is not None:  # an eager run stores lineage columns beside the segment's own
-            rel = Rel(f"SELECT {', '.join(q(c) for c in ids)} FROM {_parquet(path)}", tuple(ids))
+            rel = Rel(f"SELECT {picked} FROM {_parquet(path)}", tuple(ids))
         elif info is not None and seg.functions:  # values stored, reasons computed lazily
-            stored = Rel(
-                f"SELECT {', '.join(map(q, ids))} FROM {_parquet(self._in_run(info['dir']))}", tuple(ids)
-            )
-            return self._with_reasons(seg, self._restricted(stored, restriction))
+            rel = Rel(f"SELECT {picked} FROM {_parquet(self._in_run(info['dir']))}", tuple(ids))
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}
             rel = self._compile(seg.top, inputs, tagged=False)
-        return self._restricted(rel, restriction)
+        rel = self._restricted(rel, restriction)
+        return self.reasoned(seg, rel) if reasons else rel
+
+    def reasoned(self, seg: Segment, rows: Rel) -> Rel:
+        if seg.functions and self.restorer.stored_path(seg) is None:
+            return self._with_reasons(seg, rows)
+        return rows  # stored in reasoning mode: the reasons are there
 
     def tagged(self, rel: Rel, tag: str, cols: Sequence[Col]) -> Rel:
         self._tag_cols[tag] = tuple(c.id for c in cols)
@@ -448,17 +455,18 @@ class DuckEngine:
         raise NotInProcess(f"operator {type(node).__name__}")
 
     def _call(self, node: Function, kid: Rel) -> Rel:
-        """φ in reasoning mode on the (pushed-down) input rows: the UDF's own Arrow function,
-        on arguments of the Arrow types Spark would pass."""
+        """φ in normal mode on the (pushed-down) input rows: the UDF's own Arrow function, on
+        arguments of the Arrow types Spark would pass; the reasons of the calls in the lineage
+        are added by :meth:`reasoned`."""
         udf = _callable(node)
         keyed, args, types = self._with_args(node, kid)
         with_args: pa.Table = self.settle(keyed).local
         if with_args.num_rows > MAX_CALLS:
             raise NotInProcess(f"{with_args.num_rows:,} calls of {node.udf} (in process up to {MAX_CALLS:,})")
-        calls = udf.arrow_function("reasoning")(*_arrays(with_args, args, types))
+        values = udf.arrow_function("normal")(*_arrays(with_args, args, types))
+        reasons = pa.nulls(len(values), to_arrow_type(parse_type(udf.reason_type)))
         rows = with_args.select(list(kid.cols))
-        table = rows.append_column(node.value.id, calls.field("value"))
-        table = table.append_column(node.reason.id, calls.field("reason"))
+        table = rows.append_column(node.value.id, values).append_column(node.reason.id, reasons)
         return self._register(table).rows
 
     def _join(self, node: Join, kids: list[Rel], tagged: bool, probe: str | None) -> Rel:

@@ -36,6 +36,9 @@ class SparkEngine:
     def output(self, seg: Segment, restriction: Restriction | None) -> DataFrame:
         return self.restorer.output(seg, restriction)
 
+    def reasoned(self, seg: Segment, rows: DataFrame) -> DataFrame:
+        return rows  # inputs are restored in reasoning mode
+
     def tagged(self, rel: DataFrame, tag: str, cols: Sequence[Col]) -> DataFrame:
         return rel.withColumn(tag, F.struct(*[ref(c.id) for c in cols]))
 

@@ -68,5 +68,5 @@ def test_cluster_checks_pass_on_local_cluster(tmp_path: Path) -> None:
     assert not not_passed, f"checks skipped or failed: {not_passed}\n{output}"
     assert "test_session_is_a_multi_process_cluster" in cases
     assert "test_eager_golden_loan_example" in cases
-    assert sum(n.startswith("test_golden_loan_example[") for n in cases) == 2
-    assert sum(n.startswith("test_differential_on_cluster[") for n in cases) == 3  # CLUSTER_TASKS
+    assert "test_golden_loan_example" in cases
+    assert sum(n.startswith("test_differential_on_cluster[") for n in cases) == 2  # CLUSTER_TASKS

@@ -16,7 +16,16 @@ from segmenter.operators import Source
 from segmenter.segments import Segment
 from tracing.call_reads import Renumbering
 from tracing.engines import Engine
-from tracing.lineage import SEGMENT, AugmentedLineage, ByRow, ReasoningRows, TraceStat, as_arrow, unique_rows
+from tracing.lineage import (
+    SEGMENT,
+    AugmentedLineage,
+    ByRow,
+    ReasoningRows,
+    TraceStat,
+    as_arrow,
+    entered_by,
+    unique_rows,
+)
 from tracing.queries import trace_d, trace_non_d
 
 
@@ -96,6 +105,4 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
 
 def _entered(parts: list[tuple[int, Any]]) -> pa.Table:
     """A table's rows in a per-row answer, each with the segment it entered by."""
-    local = [(seg, as_arrow(rows)) for seg, rows in parts]
-    tagged = [rows.append_column(SEGMENT, pa.array([seg] * rows.num_rows, pa.int64())) for seg, rows in local]
-    return unique_rows(pa.concat_tables(tagged))
+    return unique_rows(pa.concat_tables([entered_by(as_arrow(rows), seg) for seg, rows in parts]))

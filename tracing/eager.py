@@ -42,6 +42,7 @@ from tracing.lineage import (
     ReasoningRows,
     TraceStat,
     call_key,
+    entered_by,
 )
 from tracing.parquet_reader import ParquetReader, local_path, quoted
 
@@ -309,8 +310,7 @@ class EagerIndex:
             attrs = self.attrs(table)
             segs = entries[table]
             if len(segs) == 1:
-                local = rows.select([*attrs, ROW_ID])  # type: ignore[union-attr]
-                found[table] = local.append_column(SEGMENT, pa.array([segs[0]] * local.num_rows, pa.int64()))
+                found[table] = entered_by(rows.select([*attrs, ROW_ID]), segs[0])  # type: ignore[union-attr]
                 continue
             if not index:
                 continue  # a run captured before answers gave rows' paths

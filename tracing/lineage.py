@@ -350,7 +350,7 @@ class AugmentedLineage:
             lines.append(f"  {table}: {len(rows)} row(s)")
             via = self.path_notes(table)
             for r in rows[:SHOW_ROWS]:
-                lines.append(f"    {fmt_row(r)}" + (f"  (via segments {via(r)})" if via(r) else ""))
+                lines.append(f"    {fmt_row(r)}" + (f"  (via segments {note})" if (note := via(r)) else ""))
             lines += _more(len(rows), "    ")
         lines.append("Reasoning lineage")
         if not self.reasoning:
@@ -397,6 +397,11 @@ def _plain(value: Any) -> Any:
 
 
 _MISSING = object()
+
+
+def entered_by(rows: pa.Table, segment: int) -> pa.Table:
+    """``rows`` of one table with the ``SEGMENT`` that read them (a per-row answer's via)."""
+    return rows.append_column(SEGMENT, pa.array([segment] * rows.num_rows, pa.int64()))
 
 
 def as_arrow(rows: Rows) -> pa.Table:

@@ -50,7 +50,8 @@ def _merge_key(lo: np.ndarray, hi: np.ndarray, ref: np.ndarray, a: int, k: int, 
     form = [rlo, rhi] if by_relative else [vlo, vhi, ref]
     cols = informative([c[:, i] for c in form for i in range(c.shape[1])])
     box = informative(keys)
-    order = np.lexsort([*cols[::-1], *box[::-1]])
+    ranked = [*cols[::-1], *box[::-1]]  # none when every row has the same ranges
+    order = np.lexsort(ranked) if ranked else np.arange(n)
     same_box = np.ones(n - 1, dtype=bool)
     for c in box:
         s = c[order]

@@ -14,7 +14,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from materialization.capture import Capture, Capturer
-from materialization.compile import Compiler, finish
+from materialization.compile import Compiler, finish, ref
 from materialization.formulas import capture_formulas
 from materialization.garbage import OWNER, owner
 from materialization.indexes import IndexBuilder
@@ -23,7 +23,7 @@ from materialization.strategies import run_mode, stores
 from models.checksums import udf_models
 from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
 from segmenter.errors import LineageError
-from segmenter.operators import Function, Source, Task, to_dict
+from segmenter.operators import Function, Source, Task, shape_key, to_dict
 from segmenter.segments import Segment, render_segments
 
 Progress = Callable[[str], None]
@@ -54,10 +54,11 @@ def execute_run(
     staging = store.staging_dir(run_id)
     mode = capture.mode if capture is not None else run_mode(strategy, reasons)
     started = time.perf_counter()
+    shared = SharedResults()
     try:
         store.write_json(f"{staging}/{OWNER}", owner())  # `al gc` tells a dead writer's leftovers
         if capture is None:
-            final, stored = _run_segments(spark, store, staging, root, strategy, mode, progress)
+            final, stored = _run_segments(spark, store, staging, root, strategy, mode, progress, shared)
             captured = None
         else:
             final, stored, captured = _capture_segments(spark, store, staging, task, root, capture, progress)
@@ -65,6 +66,7 @@ def execute_run(
         out_path = f"{staging}/output"
         with translate_udf_errors():
             output_rows = store.write_parquet(finish(task, final), out_path)
+        shared.release()
         task_seconds = time.perf_counter() - started
         record = {
             "run_id": run_id,
@@ -103,6 +105,7 @@ def execute_run(
         store.write_record(f"{staging}/run.json", record)
         store.commit_run(run_id)
     except BaseException:
+        shared.release()
         store.delete(staging)
         raise
     return record
@@ -116,19 +119,56 @@ def _run_segments(
     strategy: str,
     mode: str,
     progress: Progress,
+    shared: SharedResults,
 ) -> tuple[DataFrame, dict[str, Any]]:
     """The task, segment by segment in UDF ``mode``, storing what the strategy keeps; returns
-    the root's (unwritten) result and what was stored."""
+    the root's (unwritten) result and what was stored. A segment that computes what an earlier
+    one computed is that one's result (``shared``)."""
     stored: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
     for seg in root.post_order():
-        inputs = {id(child.top): outputs[child.id] for child in seg.children}
-        df = Compiler(spark, mode, inputs=lambda n, i=inputs: i.get(id(n))).compile(seg.top)
+        first = shared.first_of(seg)
+        if first is not seg:
+            df = shared.copy(outputs[first.id], first, seg, cache=str(first.id) not in stored)
+        else:
+            inputs = {id(child.top): outputs[child.id] for child in seg.children}
+            df = Compiler(spark, mode, inputs=lambda n, i=inputs: i.get(id(n))).compile(seg.top)
         if stores(strategy, seg, root):
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output")
             df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, df, mode)
         outputs[seg.id] = df
     return outputs[root.id], stored
+
+
+class SharedResults:
+    """Segments that compute the same rows, computed once. A window's rewrite reads its
+    input up to three times and a CTE is parsed once per reference, each copy with column ids
+    of its own (docs/semantics.md); a later copy is the first one's result, renamed, and a
+    first result that is not stored is kept in Spark's cache while the task runs."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, Segment] = {}
+        self.cached: list[DataFrame] = []
+
+    def first_of(self, seg: Segment) -> Segment:
+        """The first segment seen that computes what ``seg`` computes (``seg`` itself if none)."""
+        return self.first.setdefault(shape_key(seg.top), seg)
+
+    def copy(self, df: DataFrame, first: Segment, seg: Segment, cache: bool) -> DataFrame:
+        """``seg``'s result: ``df`` (``first``'s) under ``seg``'s column ids; ``cache``: ``df``
+        is computed, not read back from the store, so Spark keeps it after its first use."""
+        if cache and not df.is_cached:
+            df.persist()
+            self.cached.append(df)
+        if df.columns == [c.id for c in first.top.columns]:
+            return df.toDF(*[c.id for c in seg.top.columns])  # one call, not one per column
+        pairs = zip(first.top.columns, seg.top.columns, strict=True)
+        return df.select(*[ref(a.id).alias(b.id) for a, b in pairs])
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+        self.cached.clear()
 
 
 def _capture_segments(

@@ -8,6 +8,7 @@ when two inputs share a column name. Expressions are Spark SQL text over those i
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -412,6 +413,27 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, frozenset):
         return sorted(obj)
     return obj
+
+
+def shape_key(node: Node) -> str:
+    """The subtree's structure with its column ids numbered in order of first appearance:
+    two subtrees with equal keys compute the same rows, column for column. The rewrites parse
+    a window's or a CTE's input once per reference, each copy with ids of its own."""
+    ids = {c.id for n in node.walk() for c in n.columns}
+    text = json.dumps(to_dict(node), sort_keys=True, default=str)
+    text = re.sub(r', "refs": \[[^\]]*\]', "", text)  # sorted by id: follows from "sql"
+    if not ids:
+        return text
+    numbered: dict[str, str] = {}
+
+    def number(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return numbered.setdefault(word, f"#{len(numbered)}") if word in ids else word
+
+    return ID_TOKEN.sub(number, text)
+
+
+ID_TOKEN = re.compile(r"\w+__\w+")  # every column id is "<name>__<Spark's id>[<scope>]"
 
 
 _VALUE_TYPES: dict[str, type] = {"Task": Task, "Col": Col, "Expr": Expr, "SortKey": SortKey}

@@ -7,6 +7,7 @@ text over unique column ids, rebuilt on the JVM so every Spark function keeps it
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from pyspark.sql import DataFrame
 from reasoning_udfs.udf import lookup, registered
 from segmenter.errors import UnknownSourceError, UnsupportedTaskError
 from segmenter.operators import (
+    ID_TOKEN,
     Aggregation,
     Col,
     Difference,
@@ -33,6 +35,8 @@ from segmenter.operators import (
     Task,
     Union,
     column_expr,
+    from_dict,
+    to_dict,
 )
 
 JObj = Any  # a py4j JavaObject
@@ -107,6 +111,29 @@ def col_id(name: str, expr_id: int | str) -> str:
     return f"{safe}__{expr_id}"
 
 
+_SCOPED_ID = re.compile(r"(.*__u?\d+)((?:_w\d+)*)(_reason)?")
+
+
+def rescoped(node: Node, before: str, after: str) -> Node | None:
+    """``node`` (parsed under scope ``before``) with the ids it defines moved to scope ``after``:
+    ``x__7<before><inner>`` becomes ``x__7<after><inner>``, as parsing the plan again under
+    ``after`` names the columns that the operators above read; fresh ids (``x__u3``) get
+    ``after`` appended, which no other column has. None if an id has another form."""
+    prefix = _SCOPED_ID.fullmatch(f"x__0{before}")
+    assert prefix is not None
+    was = prefix.group(2).split("_w")[1:]
+    renamed: dict[str, str] = {}
+    for col in (c for n in node.walk() for c in n.columns):
+        found = _SCOPED_ID.fullmatch(col.id)
+        if found is None:
+            return None
+        base, scopes, reason = found.group(1), found.group(2).split("_w")[1:], found.group(3) or ""
+        inner = scopes[len(was):] if scopes[: len(was)] == was else scopes
+        renamed[col.id] = base + after + "".join(f"_w{s}" for s in inner) + reason
+    text = json.dumps(to_dict(node))
+    return from_dict(json.loads(ID_TOKEN.sub(lambda m: renamed.get(m.group(0), m.group(0)), text)))
+
+
 def _visible(node: Node) -> list[Col]:
     return [c for c in node.columns if not c.is_reason]
 
@@ -123,6 +150,7 @@ class _Parser:
         self.scalars: dict[int, Col] = {}  # scalar subquery (expression id) -> its value column
         self.outer_conditions: set[str] = set()  # see _remember_outer_conditions
         self.scope = ""  # suffix on column ids inside an inlined CTE body (one per reference)
+        self.parsed: dict[int, list[tuple[JObj, str, Node]]] = {}  # by the plan's identity
         loader = jvm.Thread.currentThread().getContextClassLoader()
         self.replaceable = jvm.java.lang.Class.forName(
             "org.apache.spark.sql.catalyst.expressions.RuntimeReplaceable", True, loader
@@ -309,6 +337,19 @@ class _Parser:
 
     # --- operators ----------------------------------------------------------------------------
     def node(self, plan: JObj) -> Node:
+        """``plan`` as an operator tree; a plan parsed before under another scope (a window's
+        input, a CTE's body, read once per reference) is that tree with its ids renamed, the
+        same tree a second walk over the JVM plan would build, without its py4j calls."""
+        seen = self.parsed.setdefault(self.jvm.System.identityHashCode(plan), [])
+        for before, scope, parsed in seen:
+            copy = rescoped(parsed, scope, self.scope) if scope != self.scope else None
+            if copy is not None and before.equals(plan):
+                return copy
+        parsed = self._node(plan)
+        seen.append((plan, self.scope, parsed))
+        return parsed
+
+    def _node(self, plan: JObj) -> Node:
         name = plan.getClass().getSimpleName()  # nodeName() can differ ("Except All")
         self.path.append(name)
         try:

@@ -14,7 +14,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from materialization.capture import Capture, Capturer
-from materialization.compile import Compiler, finish, ref
+from materialization.compile import Compiler, finish
 from materialization.formulas import capture_formulas
 from materialization.garbage import OWNER, owner
 from materialization.indexes import IndexBuilder
@@ -23,7 +23,7 @@ from materialization.strategies import run_mode, stores
 from models.checksums import udf_models
 from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
 from segmenter.errors import LineageError
-from segmenter.operators import Function, Source, Task, shape_key, to_dict
+from segmenter.operators import Function, Source, Task, to_dict
 from segmenter.segments import Segment, render_segments
 
 Progress = Callable[[str], None]
@@ -54,7 +54,7 @@ def execute_run(
     staging = store.staging_dir(run_id)
     mode = capture.mode if capture is not None else run_mode(strategy, reasons)
     started = time.perf_counter()
-    shared = SharedResults()
+    shared = SharedResults(root)
     try:
         store.write_json(f"{staging}/{OWNER}", owner())  # `al gc` tells a dead writer's leftovers
         if capture is None:
@@ -141,29 +141,26 @@ def _run_segments(
 
 
 class SharedResults:
-    """Segments that compute the same rows, computed once. A window's rewrite reads its
-    input up to three times and a CTE is parsed once per reference, each copy with column ids
-    of its own (docs/semantics.md); a later copy is the first one's result, renamed, and a
-    first result that is not stored is kept in Spark's cache while the task runs."""
+    """Segments that compute the same rows, computed once (:meth:`Segment.firsts`): a later
+    copy is the first one's result, renamed, and a first result that is not stored is kept
+    in Spark's cache while the task runs."""
 
-    def __init__(self) -> None:
-        self.first: dict[str, Segment] = {}
+    def __init__(self, root: Segment) -> None:
+        self.firsts = root.firsts()
         self.cached: list[DataFrame] = []
 
     def first_of(self, seg: Segment) -> Segment:
-        """The first segment seen that computes what ``seg`` computes (``seg`` itself if none)."""
-        return self.first.setdefault(shape_key(seg.top), seg)
+        return self.firsts[seg.id]
 
     def copy(self, df: DataFrame, first: Segment, seg: Segment, cache: bool) -> DataFrame:
-        """``seg``'s result: ``df`` (``first``'s) under ``seg``'s column ids; ``cache``: ``df``
-        is computed, not read back from the store, so Spark keeps it after its first use."""
+        """``seg``'s result: ``df`` (``first``'s, with any columns a capture adds) under
+        ``seg``'s column ids; ``cache``: ``df`` is computed, not read back from the store, so
+        Spark keeps it after its first use."""
         if cache and not df.is_cached:
             df.persist()
             self.cached.append(df)
-        if df.columns == [c.id for c in first.top.columns]:
-            return df.toDF(*[c.id for c in seg.top.columns])  # one call, not one per column
-        pairs = zip(first.top.columns, seg.top.columns, strict=True)
-        return df.select(*[ref(a.id).alias(b.id) for a, b in pairs])
+        names = {a.id: b.id for a, b in zip(first.top.columns, seg.top.columns, strict=True)}
+        return df.toDF(*[names.get(c, c) for c in df.columns])  # one call, not one per column
 
     def release(self) -> None:
         for df in self.cached:
@@ -188,7 +185,16 @@ def _capture_segments(
     stored: dict[str, Any] = {}
     segments: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
+    shared = SharedResults(root)
     for seg in root.post_order():
+        first = shared.first_of(seg)
+        if first is not seg and seg is not root:  # the same rows, lineage ids and lineage
+            copied = shared.copy(outputs[first.id], first, seg, cache=False)
+            segments[str(seg.id)] = {**segments[str(first.id)], "output": f"segment-{seg.id}"}
+            progress(f"segment {seg.id} ({seg.pattern()}): storing its output (segment {first.id}'s)")
+            stored_df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, copied, capture.mode)
+            outputs[seg.id] = stored_df
+            continue
         inputs = {}
         for j, leaf in enumerate(seg.leaves):
             child = seg.child_for(leaf)

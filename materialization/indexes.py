@@ -71,6 +71,8 @@ class IndexBuilder:
         self.capture = capture
         self._composed: dict[int, tuple[dict[str, DataFrame], DataFrame | None]] = {}
         self._controls: dict[int, dict[str, DataFrame]] = {}
+        self._firsts = root.firsts()
+        self._cached: list[DataFrame] = []  # composed once, read by copies: released by build()
 
     def _read(self, directory: str) -> DataFrame:
         return self.spark.read.parquet(f"{self.staging}/{directory}")
@@ -83,6 +85,11 @@ class IndexBuilder:
         (__lid, d) control references of the differences on their way."""
         if seg.id in self._composed:
             return self._composed[seg.id]
+        first = self._firsts[seg.id]
+        if first is not seg and not any(s.functions for s in first.walk()):
+            found = self._copy(first, seg)
+            self._composed[seg.id] = found
+            return found
         parts: dict[str, list[DataFrame]] = {}
         ctl: list[DataFrame] = []
         for target, pairs in self.steps(seg):
@@ -104,6 +111,19 @@ class IndexBuilder:
         found = ({name: _union(frames) for name, frames in parts.items()}, _union(ctl) if ctl else None)
         self._composed[seg.id] = found
         return found
+
+    def _copy(self, first: Segment, seg: Segment) -> tuple[dict[str, DataFrame], DataFrame | None]:
+        """What ``seg`` composes, from ``first``'s (an equal subtree, composed once and kept
+        in Spark's cache): the same pairs, the segment ids of ``seg``'s subtree in them."""
+        parts, ctl = self.compose(first)
+        ids = {a.id: b.id for a, b in zip(first.post_order(), seg.post_order(), strict=True)}
+        for d in [d for d in ids if d in self._controls]:
+            self._controls[ids[d]] = {n: _renumbered(df, SEG, ids) for n, df in self._controls[d].items()}
+        for df in [*parts.values(), *([ctl] if ctl is not None else [])]:
+            if not df.is_cached:
+                self._cached.append(df.persist())
+        renumbered = {name: _renumbered(df, SEG, ids) for name, df in parts.items()}
+        return renumbered, (_renumbered(ctl, "d", ids) if ctl is not None else None)
 
     def steps(self, seg: Segment) -> Iterator[tuple[Segment | Source, DataFrame]]:
         """Per input of ``seg`` what its rows were derived from: (__lid, __ref) pairs to a
@@ -146,6 +166,13 @@ class IndexBuilder:
 
     def build(self) -> dict[str, Any]:
         """Write the indexes; returns what was written (names, attributes, bytes)."""
+        try:
+            return self._build()
+        finally:
+            for df in self._cached:
+                df.unpersist()
+
+    def _build(self) -> dict[str, Any]:
         parts, ctl = self.compose(self.root)
         root_lids = self.out_lids(self.root)
         tagged = {name: df.join(root_lids, LID, "left_semi") for name, df in parts.items()}
@@ -315,6 +342,12 @@ def _by_table(frames: dict[str, DataFrame], meta: list[str]) -> tuple[DataFrame,
         own = [ref(a).alias(c) for c, a in tables[name]]
         tagged.append(pairs.select(*[ref(m) for m in meta], F.lit(name).alias(TABLE), *own))
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged), tables
+
+
+def _renumbered(df: DataFrame, column: str, ids: dict[int, int]) -> DataFrame:
+    """``df`` with the segment ids in ``column`` mapped by ``ids``."""
+    mapping = F.create_map(*[F.lit(v) for pair in ids.items() for v in pair])
+    return df.withColumn(column, F.element_at(mapping, ref(column)))
 
 
 def _through(pairs: DataFrame, below: DataFrame) -> DataFrame:

@@ -21,6 +21,7 @@ from segmenter.operators import (
     Selection,
     Source,
     Union,
+    shape_key,
 )
 
 
@@ -68,6 +69,13 @@ class Segment:
     def post_order(self) -> list[Segment]:
         """Children before parents: the order segments are run (and captured) in."""
         return [s for child in self.children for s in child.post_order()] + [self]
+
+    def firsts(self) -> dict[int, Segment]:
+        """Each segment's first equal one in post-order (itself if none): segments whose
+        subtrees are equal up to column ids (:func:`shape_key`) compute the same rows and
+        lineage. A window's rewrite reads its input three times, a CTE is read per reference."""
+        first: dict[str, Segment] = {}
+        return {s.id: first.setdefault(shape_key(s.top), s) for s in self.post_order()}
 
     @property
     def body_top(self) -> Node:

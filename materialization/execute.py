@@ -61,7 +61,9 @@ def execute_run(
             final, stored = _run_segments(spark, store, staging, root, strategy, mode, progress, shared)
             captured = None
         else:
-            final, stored, captured = _capture_segments(spark, store, staging, task, root, capture, progress)
+            final, stored, captured = _capture_segments(
+                spark, store, staging, task, root, capture, progress, shared
+            )
         progress("writing the task output")
         out_path = f"{staging}/output"
         with translate_udf_errors():
@@ -86,7 +88,7 @@ def execute_run(
             progress("building the lineage indexes")
             captured["segments"][str(root.id)]["output"] = "output"
             builder = IndexBuilder(
-                spark, store, staging, root, captured["segments"], captured["plan"], capture
+                spark, store, staging, root, captured["segments"], captured["plan"], capture, shared.firsts
             )
             index_started = time.perf_counter()
             captured.update(builder.build())
@@ -176,16 +178,16 @@ def _capture_segments(
     root: Segment,
     capture: Capture,
     progress: Progress,
+    shared: SharedResults,
 ) -> tuple[DataFrame, dict[str, Any], dict[str, Any]]:
     """The task with eager lineage capture: every non-root segment is stored (as Full does, in
     reasoning mode unless the capture drops reasoning lineage) with its lineage ids, so that
-    parents can refer to its rows."""
+    parents can refer to its rows; a copy of an earlier segment (``shared``) stores its output."""
     plan = capture.resolve(task)
     capturer = Capturer(spark, plan, capture.mode)
     stored: dict[str, Any] = {}
     segments: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
-    shared = SharedResults(root)
     for seg in root.post_order():
         first = shared.first_of(seg)
         if first is not seg and seg is not root:  # the same rows, lineage ids and lineage

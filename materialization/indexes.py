@@ -61,6 +61,7 @@ class IndexBuilder:
         segments: dict[str, dict[str, Any]],
         plan: Mapping[str, Sequence[str]],
         capture: Capture,
+        firsts: dict[int, Segment],
     ) -> None:
         self.spark = spark
         self.store = store
@@ -71,7 +72,7 @@ class IndexBuilder:
         self.capture = capture
         self._composed: dict[int, tuple[dict[str, DataFrame], DataFrame | None]] = {}
         self._controls: dict[int, dict[str, DataFrame]] = {}
-        self._firsts = root.firsts()
+        self._firsts = firsts  # each segment's first equal one (Segment.firsts)
         self._cached: list[DataFrame] = []  # composed once, read by copies: released by build()
 
     def _read(self, directory: str) -> DataFrame:

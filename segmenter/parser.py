@@ -342,9 +342,10 @@ class _Parser:
         same tree a second walk over the JVM plan would build, without its py4j calls."""
         seen = self.parsed.setdefault(self.jvm.System.identityHashCode(plan), [])
         for before, scope, parsed in seen:
-            copy = rescoped(parsed, scope, self.scope) if scope != self.scope else None
-            if copy is not None and before.equals(plan):
-                return copy
+            if scope != self.scope and before.equals(plan):
+                copy = rescoped(parsed, scope, self.scope)
+                if copy is not None:
+                    return copy
         parsed = self._node(plan)
         seen.append((plan, self.scope, parsed))
         return parsed

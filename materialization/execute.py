@@ -22,7 +22,7 @@ from materialization.store import ResultsStore
 from materialization.strategies import run_mode, stores
 from models.checksums import udf_models
 from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
-from segmenter.errors import LineageError
+from segmenter.errors import TIE_MARKER, LineageError, OrderTieError
 from segmenter.operators import Function, Source, Task, to_dict
 from segmenter.segments import Segment, render_segments
 
@@ -66,7 +66,7 @@ def execute_run(
             )
         progress("writing the task output")
         out_path = f"{staging}/output"
-        with translate_udf_errors():
+        with translate_task_errors():
             output_rows = store.write_parquet(finish(task, final), out_path)
         shared.release()
         task_seconds = time.perf_counter() - started
@@ -96,7 +96,7 @@ def execute_run(
             record["capture"] = captured
         if confidence:
             formulas_started = time.perf_counter()
-            with translate_udf_errors():
+            with translate_task_errors():
                 record["confidence"] = capture_formulas(spark, store, staging, run_id, root, stored, progress)
             record["confidence"]["seconds"] = time.perf_counter() - formulas_started
         record["task_seconds"] = task_seconds
@@ -226,19 +226,23 @@ def _store_segment(
     spark: SparkSession, store: ResultsStore, staging: str, seg: Segment, df: DataFrame, mode: str
 ) -> tuple[DataFrame, dict[str, Any]]:
     path = f"{staging}/segment-{seg.id}"
-    with translate_udf_errors():
+    with translate_task_errors():
         rows = store.write_parquet(df, path)
     info = {"dir": f"segment-{seg.id}", "mode": mode, "rows": rows, "bytes": store.size(path)}
     return spark.read.schema(df.schema).parquet(path), info
 
 
 @contextmanager
-def translate_udf_errors() -> Iterator[None]:
-    """A UDF failure inside a Spark job becomes one readable line naming the UDF and row."""
+def translate_task_errors() -> Iterator[None]:
+    """A UDF failure inside a Spark job becomes one readable line naming the UDF and row; a
+    tie that a rewrite refuses (``raise_error`` in its SQL) one line naming the window."""
     try:
         yield
     except (Py4JJavaError, PySparkException, UDFRowError) as exc:  # the last: run in process
         found = re.search(f"{ERROR_MARKER}(.*?){ERROR_MARKER}", str(exc), re.S)
         if found:
             raise UDFError("UDF " + found.group(1).strip()) from None
+        tie = re.search(f"{TIE_MARKER}(.*?){TIE_MARKER}", str(exc), re.S)
+        if tie:
+            raise OrderTieError(tie.group(1).strip()) from None
         raise

@@ -17,3 +17,11 @@ class UnsupportedTaskError(LineageError):
 
 class UnknownSourceError(LineageError):
     """The task reads data that was not registered as a source table."""
+
+
+TIE_MARKER = "AL_TASK_TIE_ERROR"  # brackets a rewrite's raise_error message in Spark's error
+
+
+class OrderTieError(LineageError):
+    """A task's data has ties where its lineage needs a total order (``row_number()``, a
+    ROWS frame); nothing of the run was kept."""

@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from reasoning_udfs.udf import lookup, registered
-from segmenter.errors import UnknownSourceError, UnsupportedTaskError
+from segmenter.errors import TIE_MARKER, UnknownSourceError, UnsupportedTaskError
 from segmenter.operators import (
     ID_TOKEN,
     Aggregation,
@@ -675,7 +675,7 @@ class _Parser:
             read = self.node(plan.child())
             mine = [self.expr(p) for p in partition]
             theirs = [self.expr(o.child()) for o in sort]
-            values = [(c, self.expr(i.child().windowFunction())) for c, i, k in items if k == "running"]
+            values = [(c, self.expr(i.child().windowFunction())) for c, i, k in items if k in _AGGREGATING]
         distinct = Aggregation(asked, tuple(keys), tuple(k.id for k, _ in keys))
         cols = [k for k, _ in keys]
         at = [Expr(f"`{c.id}`", frozenset({c.id})) for c in cols[len(partition) :]]
@@ -684,23 +684,49 @@ class _Parser:
         frame = _or(before, _and(same)) if same else before
         condition = [_null_safe_eq(m, Expr(f"`{k.id}`", frozenset({k.id}))) for m, k in zip(mine, cols)]
         pairs = Join((distinct, read), (*condition, frame))
+        rank = Expr(f"1 + sum(CASE WHEN {before.sql} THEN 1 ELSE 0 END)", before.refs)
         counted = {  # rank: 1 + the rows strictly before; dense_rank: the distinct values so far
-            "rank": Expr(f"1 + sum(CASE WHEN {before.sql} THEN 1 ELSE 0 END)", before.refs),
+            "rank": rank,
             "dense_rank": _distinct_values(theirs),
+            "row_number": rank,  # with no ties (checked below), a row's position is its rank
         }
         for c, _, kind in items:
             if kind in counted:
                 values.append((c, Expr(f"CAST({counted[kind].sql} AS INT)", counted[kind].refs)))
         by_id = {c.id: e for c, e in values}
         outputs = tuple((c, column_expr(c)) for c in cols) + tuple((c, by_id[c.id]) for c, _, _ in items)
-        return Aggregation(pairs, outputs, tuple(c.id for c in cols)), cols
+        if not any(kind in _TOTAL_ORDER for _, _, kind in items):
+            return Aggregation(pairs, outputs, tuple(c.id for c in cols)), cols
+        peers = Col(self._fresh_id("peers"), "peers", "bigint")
+        counted_peers = f"sum(CASE WHEN {_and(same).sql} THEN 1 ELSE 0 END)" if same else "count(1)"
+        refs = frozenset().union(*(e.refs for e in same))
+        outputs += ((peers, Expr(counted_peers, refs)),)
+        values_node = Aggregation(pairs, outputs, tuple(c.id for c in cols))
+        return Selection(values_node, (self._no_ties(peers, plan),)), cols
+
+    def _no_ties(self, peers: Col, plan: JObj) -> Expr:
+        """TRUE where a (partition, order value) has one row, else the task fails
+        (docs/semantics.md): ``row_number()`` and a ROWS frame read ties in an order Spark
+        does not fix, so neither their values nor their lineage are defined. A filter, not a
+        value, so that Spark checks it even where the task never reads the window's value."""
+        partition = ", ".join(p.sql() for p in self._list(plan.partitionSpec()))
+        order = ", ".join(o.sql() for o in self._list(plan.orderSpec()))
+        spec = (f"PARTITION BY {partition} " if partition else "") + f"ORDER BY {order}"
+        message = (
+            f"{TIE_MARKER}a window ({spec}) at {self._where()} orders two rows of a partition "
+            "that tie on its ORDER BY, in an order Spark does not fix: row_number() and ROWS frames "
+            f"are traced only where the order is unique; add a column that breaks the tie{TIE_MARKER}"
+        )
+        quoted = message.replace("\\", "\\\\").replace("'", "\\'")
+        sql = f"CASE WHEN `{peers.id}` > 1 THEN raise_error('{quoted}') ELSE TRUE END"
+        return Expr(sql, frozenset({peers.id}))
 
     def _window_kind(self, window: JObj) -> str:
         """``whole`` (an aggregate over its whole partition), ``running`` (an aggregate over
         RANGE UNBOUNDED PRECEDING .. CURRENT ROW: the rows before and the peers), ``rank`` or
-        ``dense_rank``; anything else is refused: a ROWS frame or ``row_number`` splits ties
-        in an order Spark does not fix, a sliding frame or ``lag``/``lead`` reads rows by
-        position."""
+        ``dense_rank``; ``row_number`` and ``rows_running`` (ROWS UNBOUNDED PRECEDING ..
+        CURRENT ROW) where the order is total on the data (``_ordered_values``); anything else
+        is refused: a sliding frame or ``lag``/``lead`` reads rows by position."""
         function = window.windowFunction()
         name = function.getClass().getSimpleName()
         frame = window.windowSpec().frameSpecification()
@@ -712,15 +738,17 @@ class _Parser:
             return "whole"
         if name == "AggregateExpression" and bounds == ("RangeFrame", "UnboundedPreceding", "CurrentRow"):
             return "running"
-        if name in ("Rank", "DenseRank"):
-            return "rank" if name == "Rank" else "dense_rank"
+        if name == "AggregateExpression" and bounds == ("RowFrame", "UnboundedPreceding", "CurrentRow"):
+            return "rows_running"
+        if name in _RANKING:
+            return _RANKING[name]
         shown = function.aggregateFunction() if name == "AggregateExpression" else function
         raise UnsupportedTaskError(
             f"window function {shown.prettyName()}() over {frame.sql()}",
             self._where(),
-            "traced are aggregates over whole partitions, rank(), dense_rank() and running "
-            "aggregates over RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW (ties are peers): "
-            "a ROWS frame or row_number() orders ties arbitrarily",
+            "traced are aggregates over whole partitions, rank(), dense_rank(), row_number() and "
+            "running aggregates over RANGE or ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW: "
+            "a sliding frame, lag() or lead() reads rows by position",
         )
 
     def _op_Aggregate(self, plan: JObj) -> Node:
@@ -866,6 +894,9 @@ def _existence(
 
 
 _GENERATORS = ("explode", "posexplode", "inline")
+_RANKING = {"Rank": "rank", "DenseRank": "dense_rank", "RowNumber": "row_number"}
+_AGGREGATING = ("running", "rows_running")  # window kinds whose value is an aggregate over the frame
+_TOTAL_ORDER = ("row_number", "rows_running")  # defined only where the data has no ties
 
 # joins whose rows are left rows, with or without more: a filter on the left commutes with them
 _LEFT_KEEPING = ("LeftOuter", "LeftSemi", "LeftAnti", "ExistenceJoin")

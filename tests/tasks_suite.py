@@ -600,12 +600,17 @@ def sql_window_rollup(als: LineageSession) -> str:
 def sql_rank_running_sum(als: LineageSession) -> str:
     """Ordered windows: each customer's two highest priorities by rank() (ties share a rank),
     with dense_rank() and a running sum over the same order (peers summed together); NULL
-    customers form one partition; a UDF on the result."""
+    customers form one partition; row_number() and a ROWS running sum over an order without
+    ties (the order key ends in the primary key); a UDF on the result."""
     return """
-        SELECT o_orderkey, o_custkey, suite_price_band(o_totalprice) AS band, r, dr, running
+        SELECT o_orderkey, o_custkey, suite_price_band(o_totalprice) AS band, r, dr, running, n, cum
         FROM (SELECT o_orderkey, o_custkey, o_totalprice,
-                     rank() OVER w AS r, dense_rank() OVER w AS dr, sum(o_totalprice) OVER w AS running
-              FROM orders WINDOW w AS (PARTITION BY o_custkey ORDER BY o_orderpriority DESC)) x
+                     rank() OVER w AS r, dense_rank() OVER w AS dr, sum(o_totalprice) OVER w AS running,
+                     row_number() OVER u AS n,
+                     sum(o_totalprice) OVER (PARTITION BY o_custkey ORDER BY o_orderdate, o_orderkey
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cum
+              FROM orders WINDOW w AS (PARTITION BY o_custkey ORDER BY o_orderpriority DESC),
+                                 u AS (PARTITION BY o_custkey ORDER BY o_orderdate, o_orderkey)) x
         WHERE r <= 2
     """
 

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
 from materialization import StoreError, UDFError
-from segmenter import UnknownSourceError, UnsupportedTaskError
+from segmenter import OrderTieError, UnknownSourceError, UnsupportedTaskError
 from segmenter.errors import LineageError
 from tests.failing_udf import fragile
 from tracing import LineageSession, TargetNotFoundError
@@ -29,14 +29,22 @@ def _no_jvm_noise(exc: BaseException) -> None:
     assert "py4j" not in text and "at org.apache" not in text and len(text.splitlines()) <= 2, text
 
 
-def test_window_function_is_rejected_with_its_place(numbers: LineageSession) -> None:
-    """row_number() orders ties arbitrarily; the message names it (not an internal class) and
-    says what is traced."""
-    df = numbers.table("nums").withColumn("n", F.row_number().over(Window.orderBy("id")))
-    with pytest.raises(UnsupportedTaskError, match=r"window function row_number\(\) over .*rank\(\)") as info:
-        numbers.run(df)
-    assert "Project > Window" in info.value.where
-    _no_jvm_noise(info.value)
+def test_row_number_is_traced_where_its_order_has_no_ties(numbers: LineageSession) -> None:
+    """row_number() over a unique order: a row's lineage is the rows of its partition up to
+    it. Over an order with ties Spark numbers them arbitrarily: the run fails in one line
+    naming the window (a SQL ROWS frame too), and nothing of it is kept."""
+    by_id = Window.partitionBy("grp").orderBy("id")
+    run = numbers.run(numbers.table("nums").withColumn("n", F.row_number().over(by_id)).filter("n = 3"))
+    assert sorted(tuple(r) for r in run.output.collect()) == [(6, 0, 3), (7, 1, 3), (8, 2, 3)]
+    assert run.lineage(rows=[{"id": 7}]).source_ids("nums") == {(1,), (4,), (7,)}
+    tied = numbers.table("nums").withColumn("n", F.row_number().over(Window.orderBy("grp")))
+    frame = "SELECT sum(id) OVER (ORDER BY grp ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) FROM nums"
+    said = r"\(ORDER BY (nums\.)?grp ASC NULLS FIRST\) at Project > Project > Window.*breaks the tie"
+    for task in (tied, frame):
+        with pytest.raises(OrderTieError, match=said) as info:
+            numbers.run(task)
+        _no_jvm_noise(info.value)
+    assert numbers.runs() == [run.id]  # the failed runs left nothing behind
 
 
 @pytest.mark.parametrize(
@@ -45,12 +53,12 @@ def test_window_function_is_rejected_with_its_place(numbers: LineageSession) -> 
         ("SELECT id FROM nums INTERSECT ALL SELECT id FROM other", r"INTERSECT ALL.*LEFT SEMI JOIN"),
         ("SELECT lag(id) OVER (ORDER BY id) FROM nums", r"window function lag\(\).*rank\(\)"),
         (
-            "SELECT sum(id) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) FROM nums",
-            r"window function sum\(\) over ROWS.*RANGE",
+            "SELECT sum(id) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM nums",
+            r"window function sum\(\) over ROWS BETWEEN -2 FOLLOWING.*sliding frame",
         ),
         ("SELECT * FROM nums PIVOT (sum(id) FOR grp IN (0, 1))", r"pivot.*CASE WHEN"),
     ],
-    ids=["intersect_all", "lag", "rows_frame", "pivot"],
+    ids=["intersect_all", "lag", "sliding_frame", "pivot"],
 )
 def test_constructs_without_lineage_yet_say_what_to_write(
     numbers: LineageSession, sql: str, refused: str

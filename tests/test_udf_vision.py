@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 from skimage import data
 
-from materialization.execute import UDFError, translate_udf_errors
+from materialization.execute import UDFError, translate_task_errors
 from models import ModelNotFoundError, data_dir, face_gallery, images, yolo_detector
 from reasoning_udfs import person_detection as person_detection_module
 from reasoning_udfs.face_recognition import face_recognition
@@ -133,7 +133,7 @@ def test_missing_weights_name_the_expected_file(
     assert expected in str(info.value)
     # as Spark's workers call it: one line naming the UDF and the cause, not a worker's trace
     cannot_run = r"^UDF \[person_detection\] cannot run: ModelNotFoundError: expected"
-    with pytest.raises(UDFError, match=cannot_run), translate_udf_errors():
+    with pytest.raises(UDFError, match=cannot_run), translate_task_errors():
         person_detection.arrow_function("normal")(pa.array([WITH_PERSON]))
     monkeypatch.setenv("AL_DATA_DIR", str(tmp_path))
     with pytest.raises(ModelNotFoundError, match="lfw_sample"):

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from materialization.capture import Capture
 from materialization.compile import read_columns, ref, visible
 from materialization.compressed_index import COMPRESSED
-from materialization.execute import execute_run, translate_udf_errors
+from materialization.execute import execute_run, translate_task_errors
 from materialization.formulas import VAR, root_vars
 from materialization.integrity import Check, budget, check_run, check_snapshot
 from materialization.pushdown import Restriction
@@ -564,7 +564,7 @@ class Run:
         chosen, df = self._targets(tracer, where, rows, sample, seed)
         if chosen.count == 0:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
-        with translate_udf_errors():
+        with translate_task_errors():
             try:
                 result = self._derive(tracer, chosen, complete)
             except NotInProcess:  # a case the check missed: Spark answers, never a guess

@@ -627,7 +627,8 @@ class _Parser:
         """Window functions as joins and aggregations (docs/semantics.md). Over a whole
         partition (``avg(x) OVER (PARTITION BY p)``): T ⋈_{p <=> p'} α_{p'; agg}(T). Over
         the rows up to the current one and its peers (``rank()``, ``dense_rank()``, a running
-        aggregate ``sum(x) OVER (… ORDER BY o)``): the value depends only on (p, o), so
+        aggregate ``sum(x) OVER (… ORDER BY o)``; ``row_number()`` and a ROWS running frame
+        where no two rows share (p, o)): the value depends only on (p, o), so
         T ⋈_{p, o <=> p'', o''} α_{p'', o''; f}(α_{p'', o''}(T'') ⋈_{p'' <=> p' ∧ o' ≼ o''} T').
         Each copy of T reads the child with column ids of its own."""
         items = self._list(plan.windowExpressions())

@@ -239,10 +239,15 @@ def translate_task_errors() -> Iterator[None]:
     try:
         yield
     except (Py4JJavaError, PySparkException, UDFRowError) as exc:  # the last: run in process
-        found = re.search(f"{ERROR_MARKER}(.*?){ERROR_MARKER}", str(exc), re.S)
-        if found:
-            raise UDFError("UDF " + found.group(1).strip()) from None
-        tie = re.search(f"{TIE_MARKER}(.*?){TIE_MARKER}", str(exc), re.S)
-        if tie:
-            raise OrderTieError(tie.group(1).strip()) from None
+        for marker, error, prefix in _MARKED:
+            found = re.search(f"{marker}(.*?){marker}", str(exc), re.S)
+            if found:
+                raise error(prefix + found.group(1).strip()) from None
         raise
+
+
+# messages our code bracketed inside a Spark error: the error to raise, and its first words
+_MARKED: tuple[tuple[str, type[LineageError], str], ...] = (
+    (ERROR_MARKER, UDFError, "UDF "),
+    (TIE_MARKER, OrderTieError, ""),
+)

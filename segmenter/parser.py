@@ -685,7 +685,8 @@ class _Parser:
         frame = _or(before, _and(same)) if same else before
         condition = [_null_safe_eq(m, Expr(f"`{k.id}`", frozenset({k.id}))) for m, k in zip(mine, cols)]
         pairs = Join((distinct, read), (*condition, frame))
-        rank = Expr(f"1 + sum(CASE WHEN {before.sql} THEN 1 ELSE 0 END)", before.refs)
+        before_count = _rows_where(before)
+        rank = Expr(f"1 + {before_count.sql}", before_count.refs)
         counted = {  # rank: 1 + the rows strictly before; dense_rank: the distinct values so far
             "rank": rank,
             "dense_rank": _distinct_values(theirs),
@@ -699,9 +700,7 @@ class _Parser:
         if not any(kind in _TOTAL_ORDER for _, _, kind in items):
             return Aggregation(pairs, outputs, tuple(c.id for c in cols)), cols
         peers = Col(self._fresh_id("peers"), "peers", "bigint")
-        counted_peers = f"sum(CASE WHEN {_and(same).sql} THEN 1 ELSE 0 END)" if same else "count(1)"
-        refs = frozenset().union(*(e.refs for e in same))
-        outputs += ((peers, Expr(counted_peers, refs)),)
+        outputs += ((peers, _rows_where(_and(same)) if same else Expr("count(1)", frozenset())),)
         values_node = Aggregation(pairs, outputs, tuple(c.id for c in cols))
         return Selection(values_node, (self._no_ties(peers, plan),)), cols
 
@@ -848,6 +847,11 @@ def _and(exprs: list[Expr]) -> Expr:
 
 def _or(a: Expr, b: Expr) -> Expr:
     return Expr(f"({a.sql} OR {b.sql})", a.refs | b.refs)
+
+
+def _rows_where(condition: Expr) -> Expr:
+    """How many rows of a group meet ``condition``."""
+    return Expr(f"sum(CASE WHEN {condition.sql} THEN 1 ELSE 0 END)", condition.refs)
 
 
 def _distinct_values(keys: list[Expr]) -> Expr:

@@ -148,6 +148,7 @@ class _Parser:
         self.path: list[str] = []
         self.ctes: dict[int, JObj] = {}
         self.scalars: dict[int, Col] = {}  # scalar subquery (expression id) -> its value column
+        self.pivots: dict[str, list[Col]] = {}  # a pivot's array column -> one column per value
         self.outer_conditions: set[str] = set()  # see _remember_outer_conditions
         self.scope = ""  # suffix on column ids inside an inlined CTE body (one per reference)
         self.parsed: dict[int, list[tuple[JObj, str, Node]]] = {}  # by the plan's identity
@@ -189,9 +190,10 @@ class _Parser:
 
     def _rewrite(self, e: JObj, refs: set[str], udf_cols: dict[str, Col]) -> JObj:
         cls = e.getClass().getSimpleName()
-        if cls == "PivotFirst":
-            hint = "write one aggregate per value, e.g. sum(CASE WHEN c = 'v' THEN x END) AS v"
-            raise UnsupportedTaskError("pivot", self._where(), hint)
+        if cls == "GetArrayItem" and self._pivoted(e.child()) is not None:
+            picked = self._pivoted(e.child())[e.ordinal().value()]  # type: ignore[index]
+            refs.add(picked.id)
+            return self.unresolved.quoted(picked.id)
         if cls == "ScalarSubquery" and e.exprId().id() in self.scalars:
             refs.add(self.scalars[e.exprId().id()].id)
             return self.unresolved.quoted(self.scalars[e.exprId().id()].id)
@@ -233,6 +235,44 @@ class _Parser:
         if not kids:
             return e
         return e.withNewChildren(self.to_seq([self._rewrite(k, refs, udf_cols) for k in kids]))
+
+    def _aggregate_outputs(self, item: JObj, udf_cols: dict[str, Col]) -> list[tuple[Col, Expr]]:
+        """An aggregate's output column; for Spark's ``PivotFirst`` (an array: per pivot value
+        the value of the group's one row with it, Spark grouped by the pivot column below),
+        one column per pivot value, ``max(IF(p <=> v, x, NULL))`` (exact: at most one row
+        has v), which the projection above reads instead of the array's elements."""
+        inner = item.child() if item.getClass().getSimpleName() == "Alias" else item
+        aggregate = inner.getClass().getSimpleName() == "AggregateExpression"
+        pivot = inner.aggregateFunction() if aggregate else None
+        if pivot is None or pivot.getClass().getSimpleName() != "PivotFirst":
+            return [(self._attr_col(item.toAttribute()), self._item_expr(item, udf_cols))]
+        ex = self.jvm.org.apache.spark.sql.catalyst.expressions
+        column, value = pivot.pivotColumn(), pivot.valueColumn()
+        missing = ex.Literal(None, value.dataType())
+        values = [self._literal(v, column.dataType()) for v in self._list(pivot.pivotColumnValues())]
+        picks = [
+            ex.aggregate.Max(ex.If(ex.EqualNullSafe(column, v), value, missing)).toAggregateExpression()
+            for v in values
+        ]
+        cols = [self._hidden(f"pivot{k}", pick) for k, pick in enumerate(picks)]
+        self.pivots[self._attr_id(item.toAttribute())] = cols
+        return [(c, self.expr(pick, udf_cols)) for c, pick in zip(cols, picks, strict=True)]
+
+    def _pivoted(self, e: JObj) -> list[Col] | None:
+        """The per-value columns of a pivot's array that ``e`` reads, if it reads one."""
+        if e.getClass().getSimpleName() != "AttributeReference":
+            return None
+        return self.pivots.get(self._attr_id(e))
+
+    def _literal(self, value: Any, dtype: JObj) -> JObj:
+        """A literal for a value py4j brought back from the JVM: an object (a string or a
+        decimal) or a date's days with its type; a number or boolean (py4j made it Python's)
+        with the type Spark gives the Python value, which Spark coerces where it reads the
+        SQL back, as it coerced the value written in the task."""
+        ex = self.jvm.org.apache.spark.sql.catalyst.expressions
+        if isinstance(value, bool | int | float) and dtype.typeName() not in ("date", "timestamp"):
+            return getattr(getattr(ex, "Literal$"), "MODULE$").apply(value)
+        return ex.Literal(value, dtype)
 
     def _between_parts(self, e: JObj) -> list[JObj]:
         """x, low, high of ``x BETWEEN low AND high``: constants from its parameters (as
@@ -757,7 +797,8 @@ class _Parser:
         items = self._list(plan.aggregateExpressions())
         calls = self._udf_calls(groups + items)
         node, udf_cols = self._functions(child, calls, {}) if calls else (child, {})
-        outputs = [(self._attr_col(i.toAttribute()), self._item_expr(i, udf_cols)) for i in items]
+        outputs = [pair for i in items for pair in self._aggregate_outputs(i, udf_cols)]
+        shown = [c for c, _ in outputs]
         key_ids: list[str] = []
         hidden = False
         for g in groups:
@@ -772,8 +813,7 @@ class _Parser:
         agg = Aggregation(node, tuple(outputs), tuple(key_ids))
         if not hidden:
             return agg
-        visible = [self._attr_col(i.toAttribute()) for i in items]
-        return Projection(agg, tuple((c, column_expr(c)) for c in visible))
+        return Projection(agg, tuple((c, column_expr(c)) for c in shown))
 
     def _op_Distinct(self, plan: JObj) -> Node:
         return distinct(self.node(plan.child()))

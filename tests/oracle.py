@@ -503,13 +503,16 @@ class Agg(Node):
     func in count (count(*)), count_col, sum, max, min. ``distinct`` makes it α on all
     columns with no aggregate, rendered as ``df.distinct()`` ('dataframe') or as SQL
     ``SELECT DISTINCT *`` over a temporary view of the input ('sql'). ``rollup``: ROLLUP of
-    the group columns, the union of one aggregation per prefix of them (docs/semantics.md)."""
+    the group columns, the union of one aggregation per prefix of them (docs/semantics.md).
+    ``pivot``: (column, values): each aggregate once per value, over the group's rows with
+    that value (NULL where there are none, as Spark's pivot gives), columns value by value."""
 
     child: Node
     group: tuple[str, ...]
     aggs: tuple[tuple[str, str | None, str], ...] = ()
     distinct: str | None = None
     rollup: bool = False
+    pivot: tuple[str, tuple[Value, ...]] | None = None
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -517,12 +520,18 @@ class Agg(Node):
 
     @cached_property
     def cols(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.group + tuple(name for _, _, name in self.aggs)
+        return self.group + tuple(f"{name}{suffix}" for suffix in self._per_value for _, _, name in self.aggs)
 
     @cached_property
     def types(self) -> tuple[str, ...]:  # type: ignore[override]
         group = tuple(self.child.types[self.child.idx(c)] for c in self.group)
-        return group + tuple(_agg_type(self.child, func, col) for func, col, _ in self.aggs)
+        aggs = tuple(_agg_type(self.child, f, col) for f, col, _ in self.aggs)
+        return group + aggs * len(self._per_value)
+
+    @cached_property
+    def _per_value(self) -> tuple[str, ...]:
+        """Suffixes of the aggregates' columns: one per pivot value, or none without a pivot."""
+        return tuple(f"_v{i}" for i in range(len(self.pivot[1]))) if self.pivot else ("",)
 
     def key(self, row: Row) -> Row:
         return tuple(row[self.child.idx(c)] for c in self.group)
@@ -546,7 +555,17 @@ class Agg(Node):
             groups[self.key(r)].append(r)
         if not self.group and not groups:
             groups[()] = []  # a global aggregate over no rows still gives one row
-        return [k + tuple(self._aggregate(f, c, rows) for f, c, _ in self.aggs) for k, rows in groups.items()]
+        return [k + self._values(rows) for k, rows in groups.items()]
+
+    def _values(self, rows: Bag) -> Row:
+        if self.pivot is None:
+            return tuple(self._aggregate(f, c, rows) for f, c, _ in self.aggs)
+        at = self.child.idx(self.pivot[0])
+        found: list[Value] = []
+        for v in self.pivot[1]:
+            picked = [r for r in rows if r[at] == v]
+            found += [self._aggregate(f, c, picked) if picked else None for f, c, _ in self.aggs]
+        return tuple(found)
 
     def spark(self, frames: Sequence[DataFrame]) -> DataFrame:
         df = frames[0]
@@ -555,6 +574,9 @@ class Agg(Node):
         if self.distinct:
             return df.distinct()
         items = [_agg_column(func, col).alias(name) for func, col, name in self.aggs]
+        if self.pivot:
+            pivoted = df.groupBy(*self.group).pivot(self.pivot[0], list(self.pivot[1]))
+            return pivoted.agg(*items).toDF(*self.cols)
         return (df.rollup if self.rollup else df.groupBy)(*self.group).agg(*items)
 
     def code(self, codes: Sequence[str]) -> str:
@@ -564,6 +586,9 @@ class Agg(Node):
             return f"{codes[0]}.distinct()"
         items = [f"{_agg_code(func, col)}.alias({name!r})" for func, col, name in self.aggs]
         group = ", ".join(repr(c) for c in self.group)
+        if self.pivot:
+            pivot = f".pivot({self.pivot[0]!r}, {list(self.pivot[1])!r})"
+            return f"{codes[0]}.groupBy({group}){pivot}.agg({', '.join(items)}).toDF(*{self.cols!r})"
         return f"{codes[0]}.{'rollup' if self.rollup else 'groupBy'}({group}).agg({', '.join(items)})"
 
     def formula(self, bags: Sequence[Bag], o: Row) -> tuple[frozenset[Row], ...]:
@@ -1279,6 +1304,24 @@ class TreeBuilder:
         return Project(child, keep, add)
 
     def _agg(self, child: Node) -> Node:
+        """An aggregation; a third of the time a pivot on a column outside the group, its
+        values drawn from those the column has (and one it has not)."""
+        agg = self._aggregation(child)
+        st, draw = self.st, self.draw
+        others = [c for c in child.cols if c not in agg.group]
+        if not others or draw(st.integers(0, 2)) > 0:
+            return agg
+        col = draw(st.sampled_from(others))
+        try:
+            present = {r[child.idx(col)] for r in self.oracle.eval(child)} - {None}
+        except TiedOrder:
+            present = set()
+        absent = 9 if col in self._longs(child) else "none"
+        candidates = sorted(present | {absent})
+        values = draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=2, unique=True))
+        return Agg(child, agg.group, agg.aggs, pivot=(col, tuple(values)))
+
+    def _aggregation(self, child: Node) -> Agg:
         st, draw = self.st, self.draw
         group = tuple(draw(st.lists(st.sampled_from(child.cols), max_size=1)))
         longs = self._longs(child)
@@ -1294,8 +1337,7 @@ class TreeBuilder:
         return Agg(child, group, tuple(aggs))
 
     def _rollup(self, child: Node) -> Node:
-        agg = self._agg(child)
-        assert isinstance(agg, Agg)
+        agg = self._aggregation(child)
         st, draw = self.st, self.draw
         group = tuple(draw(st.lists(st.sampled_from(child.cols), min_size=1, max_size=2, unique=True)))
         return Agg(child, group, agg.aggs, rollup=True)
@@ -1305,8 +1347,7 @@ class TreeBuilder:
         one: rank(), dense_rank(), row_number() or a running aggregate over a RANGE or ROWS
         frame, ascending or descending."""
         st, draw = self.st, self.draw
-        agg = self._agg(child)
-        assert isinstance(agg, Agg)
+        agg = self._aggregation(child)
         if not self.ordered_windows or draw(st.booleans()):
             return WindowAgg(child, agg.group, agg.aggs[0])
         func, col, name = agg.aggs[0]

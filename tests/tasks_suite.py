@@ -618,10 +618,13 @@ def sql_rank_running_sum(als: LineageSession) -> str:
 @task
 def explode_model_list(als: LineageSession) -> DataFrame:
     """explode of a model's list output (one row per word it found, as one per detected box),
-    then a count per word and ship mode: each word row's lineage is its line and that call."""
+    then per word a pivot on ship mode (one mode no line has): each word row's lineage is its
+    line and that call; a pivoted row's is every word row of its word, all modes."""
     (lineitem,) = _t(als, "lineitem")
-    words = lineitem.select("l_shipmode", F.explode(suite_opinion_words("l_comment")).alias("word"))
-    return words.groupBy("word", "l_shipmode").agg(F.count(F.lit(1)).alias("n"))
+    found = F.explode(suite_opinion_words("l_comment")).alias("word")
+    words = lineitem.select("l_shipmode", "l_quantity", found)
+    by_mode = words.groupBy("word").pivot("l_shipmode", ["AIR", "MAIL", "BOAT"])
+    return by_mode.agg(F.count(F.lit(1)).alias("n"), F.max("l_quantity").alias("most"))
 
 
 @task

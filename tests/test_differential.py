@@ -522,6 +522,8 @@ def _sql_literal(value: Any) -> str:
         return "TRUE" if value else "FALSE"
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, list):  # a model's list output: one row per item it found
+        return f"array({', '.join(_sql_literal(v) for v in value)})"
     return repr(value)
 
 

@@ -162,7 +162,8 @@ def _kind(node: Node) -> str:
         cond = {None: "cross", "=": "equi"}.get(node.op, "theta")
         return f"{node.how} join ({cond})"
     if isinstance(node, Agg):
-        return "distinct" if node.distinct else "aggregation" if node.group else "global aggregation"
+        kind = "distinct" if node.distinct else "aggregation" if node.group else "global aggregation"
+        return f"{kind} with pivot" if node.pivot else kind
     return type(node).__name__.lower()
 
 

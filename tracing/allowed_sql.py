@@ -43,7 +43,7 @@ FUNCTIONS = frozenset(
         "round", "bround", "floor", "ceil", "ceiling", "sign", "greatest", "least", "coalesce",
         "nvl", "nvl2", "ifnull", "nullif", "if", "isnull", "isnotnull", "isnan", "year", "month",
         "day", "dayofmonth", "dayofweek", "quarter", "hour", "minute", "second", "date", "to_date",
-        "to_timestamp", "date_add", "date_sub", "datediff", "array_contains", "size",
+        "to_timestamp", "date_add", "date_sub", "datediff", "array", "array_contains", "size",
         "cardinality", "element_at", "array_size", "struct", "named_struct",
     }
 )  # fmt: skip

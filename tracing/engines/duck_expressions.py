@@ -5,7 +5,7 @@ Spark value for value. So this is an allow-list, not a translator of everything:
 of the parsed expression must be one of a few kinds whose semantics match (comparisons,
 boolean logic, ``IN``, ``IS NULL``, integer and decimal ``+ - *`` whose Spark result needs no
 rounding, decimal ``/`` and ``avg`` (rounded by Spark's rules in a function registered on the
-connection: :func:`spark_divide`), integer and decimal casts that do not round, ``CASE WHEN``
+connection: :func:`spark_divide`), integer and decimal casts that do not round, ``CASE WHEN``, ``IF``
 and ``coalesce`` over values of one type or of decimals Spark widens, ``raise_error`` (DuckDB's
 ``error``), ``concat``, ``abs``,
 bitwise ``& | >>`` of integers, ``year``/``month`` of a date, ``sum``/``count``/``min``/``max``),
@@ -78,9 +78,11 @@ def typed_duckdb(expr: Expr, types: dict[str, SqlType]) -> tuple[str, str]:
 
 
 def _values(node: exp.Expression) -> list[exp.Expression]:
-    """A CASE's or COALESCE's values as they stand now (typing rewrites some in place)."""
+    """A CASE's, IF's or COALESCE's values as they stand now (typing rewrites some in place)."""
     if isinstance(node, exp.Coalesce):
         return [node.this, *node.expressions]
+    if isinstance(node, exp.If):
+        return [v for v in (node.args["true"], node.args.get("false")) if v is not None]
     default = node.args.get("default")
     return [b.args["true"] for b in node.args["ifs"]] + ([default] if default else [])
 
@@ -247,6 +249,9 @@ class _Checker:
         if isinstance(node, exp.Case) and node.this is None:  # CASE WHEN c THEN v … END
             for branch in node.args["ifs"]:
                 self._boolean(branch.this)
+            return self._one_type(node)
+        if isinstance(node, exp.If):  # IF(c, a, b): a pivot's pick, as CASE WHEN c THEN a ELSE b END
+            self._boolean(node.this)
             return self._one_type(node)
         if isinstance(node, exp.Coalesce):
             return self._one_type(node)

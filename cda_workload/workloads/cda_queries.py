@@ -14,9 +14,18 @@ correlation key) and two content filters added:
 
 Substitution parameters are the TPC-H validation values, except Q18's quantity threshold
 (300 selects no order below SF 1; 250 keeps a few at SF 0.01).
+
+The rewriting was the paper's workaround (its model had no nested subqueries); the parser
+now decorrelates them itself. :data:`AS_WRITTEN` holds the same queries as the TPC-H
+specification writes them (``tpch_queries``), with the same model filters added to the same
+blocks: the same answers, another operator tree (``al queries --as-written`` prints both
+segmentations; docs/results.md compares them). The rewritten forms stay the workload's:
+their segments are the paper's Table 3, and they run the detector on candidate parts only.
 """
 
 from __future__ import annotations
+
+from cda_workload.workloads import tpch_queries
 
 QUERIES: dict[str, str] = {
     "Q2": """
@@ -154,6 +163,44 @@ GROUP BY s_name
 ORDER BY numwait DESC, s_name
 LIMIT 100
 """,
+}
+
+
+
+def _as_written(name: str, *added: tuple[str, str], replace: tuple[str, str] | None = None) -> str:
+    """TPC-H ``name`` as the specification writes it, each (``after``, ``condition``) adding
+    ``and condition`` to a WHERE clause after the line ``after``."""
+    text = tpch_queries.QUERIES[name]
+    if replace is not None:
+        assert text.count(replace[0]) == 1, (name, replace[0])
+        text = text.replace(*replace)
+    for after, condition in added:
+        line = next(line for line in text.splitlines() if line.strip() == after)
+        indent = line[: len(line) - len(line.lstrip())]
+        text = text.replace(f"{line}\n", f"{line}\n{indent}and {condition}\n")
+    return text
+
+
+PERSON = "person_detection(p_image)"
+POSITIVE = "text_sentiment(l_comment) = 'Positive'"
+AS_WRITTEN: dict[str, str] = {
+    "Q2": _as_written("Q2", ("and p_type like '%BRASS'", PERSON)),
+    "Q3": _as_written("Q3", ("and l_shipdate > date '1995-03-15'", POSITIVE)),
+    "Q9": _as_written("Q9", ("and p_name like '%green%'", f"{PERSON} and {POSITIVE}")),
+    "Q15": _as_written("Q15", ("and l_shipdate < date '1996-01-01' + interval '3' month", POSITIVE)),
+    "Q16": _as_written("Q16", ("and p_size in (49, 14, 23, 45, 19, 3, 36, 9)", PERSON)),
+    "Q17": _as_written("Q17", ("and p_container = 'MED BOX'", f"{PERSON} and {POSITIVE}")),
+    "Q18": _as_written("Q18", ("and o_orderkey = l_orderkey", POSITIVE), replace=("> 300", "> 250")),
+    # once before the three alternatives: inside them, the models would be called on every
+    # (line, part) pair, before the OR had chosen any
+    "Q19": _as_written("Q19", replace=("where\n", f"where\n    {PERSON} and {POSITIVE}\n    and (\n"))
+    + "    )\n",
+    "Q20": _as_written(
+        "Q20",
+        ("p_name like 'forest%'", PERSON),
+        ("and l_shipdate < date '1994-01-01' + interval '1' year", POSITIVE),
+    ),
+    "Q21": _as_written("Q21", ("and l1.l_receiptdate > l1.l_commitdate", POSITIVE.replace("l_", "l1.l_"))),
 }
 
 

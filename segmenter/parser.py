@@ -84,6 +84,10 @@ _SUBQUERY_HINT = {
     "move it there, or CROSS JOIN its one-row result",
 }
 _PREDICATE_HINT = "EXISTS/IN is decorrelated in a WHERE clause: move it there, or write a LEFT SEMI/ANTI JOIN"
+_TOP_K = (
+    "LIMIT is traced at the top of a task; inside one, number the rows instead: row_number() "
+    "OVER (ORDER BY …) AS n in a subquery, then WHERE n <= k (traced where the order has no ties)"
+)
 _OPERATOR_HINTS = {
     "Sample": "a sample is not reproduced when lineage recomputes the task: filter on a hash of the key",
     "MapInPandas": "mapInPandas gives no row mapping: apply a ReasoningUDF per row instead",
@@ -91,8 +95,8 @@ _OPERATOR_HINTS = {
     "LocalRelation": "inline data has no stable row ids: register it with register_table()",
     "LogicalRDD": "an in-memory DataFrame has no stable row ids: register it with register_table()",
     "Sort": "ORDER BY is supported only at the top of a task",
-    "GlobalLimit": "LIMIT is supported only at the top of a task",
-    "LocalLimit": "LIMIT is supported only at the top of a task",
+    "GlobalLimit": _TOP_K,
+    "LocalLimit": _TOP_K,
 }
 
 

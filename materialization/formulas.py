@@ -41,6 +41,7 @@ from materialization.capture import lid_columns
 from materialization.compile import TAG_PREFIX, Compiler, read_source, ref, sql_col, tags_of
 from materialization.store import DERIVED, ResultsStore, Uncertainty
 from reasoning_udfs.udf import ERROR_MARKER, ReasoningUDF, lookup
+from segmenter.errors import UnsupportedTaskError
 from segmenter.operators import Difference, Function, Node, Source
 from segmenter.segments import Segment
 
@@ -56,6 +57,20 @@ FACTS_SCHEMA = "var bigint, prob double, grp bigint, kind string, label string"
 def hashed(prefix: str, cols: list[Column]) -> Column:
     """A 64-bit id of ``cols``' values in the namespace ``prefix`` (nulls told apart)."""
     return F.xxhash64(F.lit(prefix), *cols, *[c.isNull() for c in cols])
+
+
+def refuse_unsound(root: Segment) -> None:
+    """A bag difference (EXCEPT ALL) keeps a row where T1 has more copies of it than T2 in a
+    world, which no formula of this form states (it counts): such a task is refused before
+    it runs, rather than given a probability that is wrong where a row has several copies."""
+    for seg in root.walk():
+        if isinstance(seg.top, Difference) and seg.top.kind == "all":
+            raise UnsupportedTaskError(
+                "EXCEPT ALL (exceptAll) with backend='confidence'",
+                f"segment {seg.id}",
+                "it keeps a row where the left input has more copies of it than the right, which a "
+                "boolean formula of rows cannot count: use EXCEPT (subtract), or another backend",
+            )
 
 
 def segment_var(run_id: str, seg: Segment) -> Column:

@@ -39,7 +39,8 @@ ACCEPTED = [
     "(CAST(d AS DECIMAL(20,4)) / e)", "(d * 3)", "(d + 100)", "coalesce(d, e)", "coalesce(d, i)",
     "CASE WHEN (i > 0) THEN d ELSE e END", "concat('x', s)", "concat(s, s)", "((b >> 1) & 1)", "(i & 6)",
     "(i | 1)", "coalesce((d / e), i)", "abs(d)", "abs(i)", "CAST(e AS DECIMAL(14,5))",
-    "CAST(b AS DECIMAL(15,2))",
+    "CAST(b AS DECIMAL(15,2))", "(IF((i <=> 3), d, CAST(NULL AS DECIMAL(12,2))))",
+    "(IF((s <=> 'abc'), s, 'x'))",
 ]  # fmt: skip
 AGGREGATES = [
     "sum(d)",
@@ -55,6 +56,7 @@ AGGREGATES = [
     "avg(d)",
     "avg(e)",
     "avg((d * e))",
+    "max((IF((s <=> 'äbc'), b, CAST(NULL AS BIGINT))))",  # a pivot's pick
 ]
 REFUSED = [
     "(f = 0.1)",  # doubles: NaN, -0.0 and printing differ
@@ -71,6 +73,7 @@ REFUSED = [
     "(s LIKE 'a\\\\%')",  # Spark's default escape character
     "CASE WHEN (i > 0) THEN s ELSE d END",  # Spark widens mixed types by its own rules
     "CASE i WHEN 3 THEN 1 END",
+    "IF((i > 0), s, d)",  # mixed types, as CASE
     "(i % b)",
     "(unknown = 1)",
     "current_date()",

@@ -33,7 +33,7 @@ from materialization.capture import Capture
 from materialization.compile import read_columns, ref, visible
 from materialization.compressed_index import COMPRESSED
 from materialization.execute import execute_run, translate_task_errors
-from materialization.formulas import VAR, root_vars
+from materialization.formulas import VAR, refuse_unsound, root_vars
 from materialization.integrity import Check, budget, check_run, check_snapshot
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
@@ -226,6 +226,8 @@ class LineageSession:
         root = segment(parsed.root)
         if capture is not None:
             capture.resolve(parsed)  # a bad declaration fails before anything runs
+        if backend == "confidence":
+            refuse_unsound(root)
         run_id = run_id or new_id("r")
         self.progress(f"run {run_id}: {strategy}/{backend}, {len(list(root.walk()))} segment(s)")
         record = execute_run(

@@ -194,8 +194,8 @@ class _Parser:
 
     def _rewrite(self, e: JObj, refs: set[str], udf_cols: dict[str, Col]) -> JObj:
         cls = e.getClass().getSimpleName()
-        if cls == "GetArrayItem" and self._pivoted(e.child()) is not None:
-            picked = self._pivoted(e.child())[e.ordinal().value()]  # type: ignore[index]
+        if cls == "GetArrayItem" and (per_value := self._pivoted(e.child())) is not None:
+            picked = per_value[e.ordinal().value()]
             refs.add(picked.id)
             return self.unresolved.quoted(picked.id)
         if cls == "ScalarSubquery" and e.exprId().id() in self.scalars:

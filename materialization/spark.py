@@ -27,6 +27,10 @@ def spark_session(master: str | None = None, app: str = "augmented-lineage") -> 
         .config("spark.sql.shuffle.partitions", os.environ.get("AL_SHUFFLE_PARTITIONS", "4"))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.repl.eagerEval.enabled", "true")  # a notebook shows a DataFrame's rows
+        # PySpark's DataFrame debugging records the Python call site of every DataFrame call
+        # (several JVM round trips and a stack walk each): over two thirds of the round trips
+        # of a question traced on Spark; our errors are one line of our own anyway
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         # 4g: a table whose Parquet file is under the 10 MB broadcast threshold can be hundreds
         # of MB in memory, broadcast once per copy the rewrites make (TPC-DS q10's 1.9M-row
         # customer_demographics, three copies per EXISTS under OR, ran out at 2g)

@@ -105,6 +105,7 @@ class ResultsStore:
         self._io = jvm.org.apache.commons.io.IOUtils
         self._fs = self._Path(self.uri).getFileSystem(spark._jsc.hadoopConfiguration())
         self._meta_cache: dict[str, dict[str, Any]] = {}
+        self._schemas: dict[str, StructType] = {}
         self._writable = False
 
     # --- file primitives ----------------------------------------------------------------------
@@ -291,6 +292,16 @@ class ResultsStore:
             known = ", ".join(self.source_names()) or "none"
             raise StoreError(f"no source table {name!r} in {self.uri} (registered: {known})")
         return self.source_at(self.path("sources", name, snapshots[-1]))
+
+    def read_snapshot(self, snapshot: str) -> DataFrame:
+        """A source snapshot's rows. Spark infers a Parquet schema with a job of its own; a
+        snapshot never changes, so that happens once per snapshot in this process."""
+        schema = self._schemas.get(snapshot)
+        if schema is not None:
+            return self.spark.read.schema(schema).parquet(snapshot)
+        df = self.spark.read.parquet(snapshot)
+        self._schemas[snapshot] = df.schema
+        return df
 
     def source_at(self, snapshot: str) -> SourceRef:
         meta = self._source_meta(snapshot)

@@ -143,7 +143,7 @@ class LineageSession:
     def table(self, name: str) -> DataFrame:
         """The current snapshot of source ``name`` (also registered as a SQL view)."""
         ref_ = self.store.current_source(name)
-        df = self.spark.read.parquet(ref_.snapshot)
+        df = self.store.read_snapshot(ref_.snapshot)
         df.createOrReplaceTempView(name)
         return df
 

@@ -134,8 +134,10 @@ class TaskRuns:
         key = (self.runs[strategy].id, target, *how.values())  # fm may be the rerun run
         if key not in self._lineage:
             try:
-                ask = dict(TARGETS[target], **how)
-                self._lineage[key] = Lineage.of(self.runs[strategy].lineage(**ask))
+                lin = self.runs[strategy].lineage(**dict(TARGETS[target], **how))
+                self._lineage[key] = Lineage.of(lin)
+                if how.get("engine") == "auto" and lin.engine:  # the same question to the engine chosen
+                    self._lineage.setdefault((*key[:-1], lin.engine), self._lineage[key])
             except Exception as exc:  # remembered: a failing lineage query fails its tests fast
                 self._lineage[key] = exc
         found = self._lineage[key]

@@ -17,6 +17,7 @@ from materialization.capture import Capture, Capturer
 from materialization.compile import Compiler, finish
 from materialization.formulas import capture_formulas
 from materialization.garbage import OWNER, owner
+from materialization.index_frames import frames_for
 from materialization.indexes import IndexBuilder
 from materialization.store import ResultsStore
 from materialization.strategies import run_mode, stores
@@ -87,8 +88,10 @@ def execute_run(
         if captured is not None:
             progress("building the lineage indexes")
             captured["segments"][str(root.id)]["output"] = "output"
+            sources = [leaf for seg in root.walk() for leaf in seg.leaves if isinstance(leaf, Source)]
             builder = IndexBuilder(
-                spark, store, staging, root, captured["segments"], captured["plan"], capture, shared.firsts
+                frames_for(spark, store, staging, sources),
+                store, staging, root, captured["segments"], captured["plan"], capture, shared.firsts,
             )
             index_started = time.perf_counter()
             captured.update(builder.build())

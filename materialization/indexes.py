@@ -22,27 +22,21 @@ difference whose right input it is, for control lineage), so an answer gives eac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial, reduce
+from functools import partial
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-
 from materialization.capture import LID, Capture
-from materialization.compile import read_source, ref
 from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
+from materialization.index_frames import Frames
 from materialization.provrc.paths import Step, encode_paths
 from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
 from segmenter.operators import Source
 from segmenter.segments import Segment
 
-REF = "__ref"
 TABLE = "__table"  # which source table a call's read row is from
 SEG = "__seg"  # the segment that read a source row
 DIFF = "__d"  # the difference whose right input holds a row (control lineage; else null)
-ROW_GROUP_BYTES = 1 << 20  # small row groups: a point lookup decompresses little
 
 
 def index_name(kind: str, what: str | int) -> str:
@@ -50,11 +44,12 @@ def index_name(kind: str, what: str | int) -> str:
 
 
 class IndexBuilder:
-    """Reads what the capture stored under ``staging`` and writes the run's indexes."""
+    """Reads what the capture stored under ``staging`` and writes the run's indexes, composed
+    by ``frames`` (Spark, or DuckDB in process: :mod:`materialization.index_frames`)."""
 
     def __init__(
         self,
-        spark: SparkSession,
+        frames: Frames,
         store: ResultsStore,
         staging: str,
         root: Segment,
@@ -63,25 +58,24 @@ class IndexBuilder:
         capture: Capture,
         firsts: dict[int, Segment],
     ) -> None:
-        self.spark = spark
+        self.f = frames
         self.store = store
         self.staging = staging
         self.root = root
         self.segments = segments  # segment id -> {"output": dir, "lineage": dir, "tags": {...}}
         self.plan = plan
         self.capture = capture
-        self._composed: dict[int, tuple[dict[str, DataFrame], DataFrame | None]] = {}
-        self._controls: dict[int, dict[str, DataFrame]] = {}
+        self._composed: dict[int, tuple[dict[str, Any], Any | None]] = {}
+        self._controls: dict[int, dict[str, Any]] = {}
         self._firsts = firsts  # each segment's first equal one (Segment.firsts)
-        self._cached: list[DataFrame] = []  # composed once, read by copies: released by build()
 
-    def _read(self, directory: str) -> DataFrame:
-        return self.spark.read.parquet(f"{self.staging}/{directory}")
+    def _read(self, directory: str) -> Any:
+        return self.f.read(f"{self.staging}/{directory}")
 
-    def out_lids(self, seg: Segment) -> DataFrame:
-        return self._read(self.segments[str(seg.id)]["output"]).select(LID).distinct()
+    def out_lids(self, seg: Segment) -> Any:
+        return self.f.lids(self._read(self.segments[str(seg.id)]["output"]))
 
-    def compose(self, seg: Segment) -> tuple[dict[str, DataFrame], DataFrame | None]:
+    def compose(self, seg: Segment) -> tuple[dict[str, Any], Any | None]:
         """(__lid, attrs) pairs per index name for every row ``seg`` captured, and the
         (__lid, d) control references of the differences on their way."""
         if seg.id in self._composed:
@@ -91,60 +85,60 @@ class IndexBuilder:
             found = self._copy(first, seg)
             self._composed[seg.id] = found
             return found
-        parts: dict[str, list[DataFrame]] = {}
-        ctl: list[DataFrame] = []
+        f = self.f
+        parts: dict[str, list[Any]] = {}
+        ctl: list[Any] = []
         for target, pairs in self.steps(seg):
             if isinstance(target, Source):
-                tagged = pairs.withColumn(SEG, F.lit(seg.id))
+                tagged = f.with_value(pairs, SEG, seg.id)
                 parts.setdefault(index_name("src", target.table), []).append(tagged)
                 continue
             below, below_ctl = self.compose(target)
-            for name, df in below.items():
-                parts.setdefault(name, []).append(_through(pairs, df))
+            for name, rel in below.items():
+                parts.setdefault(name, []).append(f.through(pairs, rel))
             if below_ctl is not None:
-                ctl.append(_through(pairs, below_ctl))
+                ctl.append(f.through(pairs, below_ctl))
         if seg.functions and self.capture.functions:
             lids = self.out_lids(seg)
-            parts.setdefault(index_name("fn", seg.id), []).append(lids.select(LID, ref(LID).alias(FN)))
+            parts.setdefault(index_name("fn", seg.id), []).append(f.select(lids, [(LID, LID), (LID, FN)]))
         if seg.is_d:
-            ctl.append(self.out_lids(seg).select(LID, F.lit(seg.id).alias("d")))
+            ctl.append(f.with_value(self.out_lids(seg), "d", seg.id))
             self._controls[seg.id] = self.control(seg)
-        found = ({name: _union(frames) for name, frames in parts.items()}, _union(ctl) if ctl else None)
+        found = ({name: f.union(rels) for name, rels in parts.items()}, f.union(ctl) if ctl else None)
         self._composed[seg.id] = found
         return found
 
-    def _copy(self, first: Segment, seg: Segment) -> tuple[dict[str, DataFrame], DataFrame | None]:
-        """What ``seg`` composes, from ``first``'s (an equal subtree, composed once and kept
-        in Spark's cache): the same pairs, the segment ids of ``seg``'s subtree in them."""
+    def _copy(self, first: Segment, seg: Segment) -> tuple[dict[str, Any], Any | None]:
+        """What ``seg`` composes, from ``first``'s (an equal subtree, composed once and kept):
+        the same pairs, the segment ids of ``seg``'s subtree in them."""
+        f = self.f
         parts, ctl = self.compose(first)
         ids = {a.id: b.id for a, b in zip(first.post_order(), seg.post_order(), strict=True)}
         for d in [d for d in ids if d in self._controls]:
-            self._controls[ids[d]] = {n: _renumbered(df, SEG, ids) for n, df in self._controls[d].items()}
-        for df in [*parts.values(), *([ctl] if ctl is not None else [])]:
-            if not df.is_cached:
-                self._cached.append(df.persist())
-        renumbered = {name: _renumbered(df, SEG, ids) for name, df in parts.items()}
-        return renumbered, (_renumbered(ctl, "d", ids) if ctl is not None else None)
+            self._controls[ids[d]] = {n: f.renumbered(rel, SEG, ids) for n, rel in self._controls[d].items()}
+        kept = {name: f.keep(rel) for name, rel in parts.items()}
+        renumbered = {name: f.renumbered(rel, SEG, ids) for name, rel in kept.items()}
+        return renumbered, (f.renumbered(f.keep(ctl), "d", ids) if ctl is not None else None)
 
-    def steps(self, seg: Segment) -> Iterator[tuple[Segment | Source, DataFrame]]:
+    def steps(self, seg: Segment) -> Iterator[tuple[Segment | Source, Any]]:
         """Per input of ``seg`` what its rows were derived from: (__lid, __ref) pairs to a
         child segment's rows, or (__lid, attrs...) pairs to a source table's."""
         meta = self.segments[str(seg.id)]
         lineage = self._read(meta["lineage"] or meta["output"])
         for tag, info in meta["tags"].items():
             leaf = seg.leaves[info["leaf"]]
-            column = F.explode(ref(tag)) if info["array"] else ref(tag)
-            pairs = lineage.select(ref(LID), column.alias(REF)).where(F.col(REF).isNotNull())
             child = seg.child_for(leaf)
+            pairs = self.f.tag_pairs(lineage, tag, info["array"], expand=child is None)
             if child is not None:
                 yield child, pairs
             else:
                 assert isinstance(leaf, Source)
-                yield leaf, pairs.select(LID, f"{REF}.*")
+                yield leaf, pairs
 
-    def control(self, seg: Segment) -> dict[str, DataFrame]:
+    def control(self, seg: Segment) -> dict[str, Any]:
         """Lineage of ALL of a difference's right input: what every row of its output that
         passes the difference depends on (with the segment that read each row)."""
+        f = self.f
         right = seg.leaves[1]
         child = seg.child_for(right)
         if child is None:
@@ -152,69 +146,62 @@ class IndexBuilder:
             attrs = self.plan.get(right.table)
             if attrs is None:
                 return {}
-            names = {c.name: c.id for c in right.cols}
-            rows = read_source(self.spark, right).select(*[ref(names[a]).alias(a) for a in attrs])
-            return {index_name("src", right.table): rows.withColumn(SEG, F.lit(seg.id))}
+            return {index_name("src", right.table): f.with_value(f.source(right, attrs), SEG, seg.id)}
         below, below_ctl = self.compose(child)
         lids = self.out_lids(child)
-        found = {name: [df.join(lids, LID, "left_semi").drop(LID)] for name, df in below.items()}
+        found = {name: [f.drop(f.semi(rel, lids), LID)] for name, rel in below.items()}
         if below_ctl is not None:
-            nested = below_ctl.join(lids, LID, "left_semi").select("d").distinct().collect()
-            for row in nested:
-                for name, df in self._controls[row["d"]].items():
-                    found.setdefault(name, []).append(df)
-        return {name: _union(frames) for name, frames in found.items()}
+            for d in f.values(f.semi(below_ctl, lids), "d"):
+                for name, rel in self._controls[d].items():
+                    found.setdefault(name, []).append(rel)
+        return {name: f.union(rels) for name, rels in found.items()}
 
     def build(self) -> dict[str, Any]:
         """Write the indexes; returns what was written (names, attributes, bytes)."""
         try:
             return self._build()
         finally:
-            for df in self._cached:
-                df.unpersist()
+            self.f.release()
 
     def _build(self) -> dict[str, Any]:
+        f = self.f
         parts, ctl = self.compose(self.root)
         root_lids = self.out_lids(self.root)
-        tagged = {name: df.join(root_lids, LID, "left_semi") for name, df in parts.items()}
-        pairs = {name: df.drop(SEG) for name, df in tagged.items()}
+        tagged = {name: f.semi(rel, root_lids) for name, rel in parts.items()}
+        pairs = {name: f.drop(rel, SEG) for name, rel in tagged.items()}
         storage = self.capture.storage or ("pairs",)
         jobs: dict[str, Callable[[], dict[str, Any]]] = {}
-        for name, df in pairs.items():
+        for name, rel in pairs.items():
             if "pairs" in storage:
-                jobs[f"index {name}"] = partial(self._write_both, df, name)
+                jobs[f"index {name}"] = partial(self._write_both, rel, name)
         if ctl is not None:
-            refs = ctl.join(root_lids, LID, "left_semi")
-            jobs["ctl"] = partial(self._write, refs, "eager/ctl", [LID])
+            jobs["ctl"] = partial(self._write, f.semi(ctl, root_lids), "eager/ctl", [LID])
         reads = self._reads() if "backward" in self.capture.directions else {}
-        for s, (df, _) in reads.items():
-            jobs[f"reads {s}"] = partial(self._write_sorted, df, f"eager/reads-{s}")
+        for s, (rel, _) in reads.items():
+            jobs[f"reads {s}"] = partial(self._write, rel, f"eager/reads-{s}", [LID], as_is=True)
         via = self._via(tagged) if "backward" in self.capture.directions else None
         if via is not None:
-            jobs["via"] = partial(self._write_sorted, via[0], "eager/via")
+            jobs["via"] = partial(self._write, via[0], "eager/via", [LID], as_is=True)
         for d, sets in self._controls.items():
-            for name, df in sets.items():
-                rows = df.drop(SEG)
-                jobs[f"control {d} {name}"] = partial(
-                    self._write, rows, f"eager/control-{d}/{name}", list(rows.columns)
-                )
-        # independent Spark jobs: submitted together they overlap their scheduling latency
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            done = dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
+            for name, rel in sets.items():
+                rows = f.drop(rel, SEG)
+                path = f"eager/control-{d}/{name}"
+                jobs[f"control {d} {name}"] = partial(self._write, rows, path, f.columns(rows))
+        done = f.run(jobs)
         written: dict[str, Any] = {"indexes": {}, "controls": {}, "ctl": done.get("ctl"), "reads": {}}
         for s, (_, tables) in reads.items():
             written["reads"][str(s)] = done[f"reads {s}"] | {"tables": tables}
         if via is not None:
             written["via"] = done["via"] | {"tables": via[1]}
         for name in parts:
-            written["indexes"][name] = done.get(f"index {name}") or {"attrs": _attrs(pairs[name])}
+            written["indexes"][name] = done.get(f"index {name}") or {"attrs": self._attrs(pairs[name])}
         if "provrc" in storage:
-            lids = root_lids.toArrow().column(LID).to_numpy()
+            lids = f.arrow(root_lids).column(LID).to_numpy()
             orientations = tuple(self.capture.directions)
             if self.capture.compose:
                 collected = {
-                    name: self._read(info["backward"]["dir"]).toArrow() if "backward" in info
-                    else pairs[name].distinct().toArrow()
+                    name: f.arrow(self._read(info["backward"]["dir"])) if "backward" in info
+                    else f.arrow(f.distinct(pairs[name]))
                     for name, info in written["indexes"].items()
                 }
                 written[COMPRESSED] = write_compressed(
@@ -229,132 +216,95 @@ class IndexBuilder:
                 written["controls"].setdefault(str(d), {})[name] = done[f"control {d} {name}"]
         return written
 
-    def _reads(self) -> dict[int, tuple[DataFrame, dict[str, list[str]]]]:
+    def _reads(self) -> dict[int, tuple[Any, dict[str, list[str]]]]:
         """Per segment topped by function operators: (__lid, __table, attrs...) pairs, a model
         call (the segment's row ``__lid``) with the source rows it read, those of all of a
         difference's right input below it included (so each call names its rows); and each
         table's attributes. One file set per segment: the pairs are few, a job costs more."""
         if not self.capture.functions:
             return {}
-        found: dict[int, tuple[DataFrame, dict[str, list[str]]]] = {}
+        f = self.f
+        found: dict[int, tuple[Any, dict[str, list[str]]]] = {}
         for seg in self.root.walk():
             if not seg.functions:
                 continue
             parts, ctl = self.compose(seg)
-            frames = {name: [df.drop(SEG)] for name, df in parts.items() if name.startswith("src-")}
+            rels = {name: [f.drop(rel, SEG)] for name, rel in parts.items() if name.startswith("src-")}
             for d, sets in self._controls.items():
                 if ctl is None or not any(s.id == d for s in seg.walk()):
                     continue
-                serves = ctl.where(F.col("d") == d).select(LID)
-                for name, df in sets.items():
-                    frames.setdefault(name, []).append(serves.crossJoin(df.drop(SEG)))
-            if frames:
-                found[seg.id] = _by_table({name: _union(dfs) for name, dfs in frames.items()}, [LID])
+                serves = f.select(f.where_equal(ctl, "d", d), [(LID, LID)])
+                for name, rel in sets.items():
+                    rels.setdefault(name, []).append(f.cross(serves, f.drop(rel, SEG)))
+            if rels:
+                found[seg.id] = self._by_table({name: f.union(r) for name, r in rels.items()}, [LID])
         return found
 
-    def _via(self, tagged: dict[str, DataFrame]) -> tuple[DataFrame, dict[str, list[list[str]]]] | None:
+    def _via(self, tagged: dict[str, Any]) -> tuple[Any, dict[str, list[list[str]]]] | None:
         """(__lid, __d, __seg, __table, attrs...) of the tables two segments read: each output
         row's rows with the segment each entered by, and (``__d`` set, no __lid) those of all
         of a difference's right input."""
+        f = self.f
         multi = {index_name("src", t) for t, segs in self.root.entries().items() if len(segs) > 1}
-        none = F.lit(None).cast("int")
-        frames = {name: [df.withColumn(DIFF, none)] for name, df in tagged.items() if name in multi}
+        rels = {name: [f.with_value(rel, DIFF, None)] for name, rel in tagged.items() if name in multi}
         for d, sets in self._controls.items():
-            for name, df in sets.items():
+            for name, rel in sets.items():
                 if name in multi:
-                    rows = df.withColumn(LID, F.lit(None).cast("long")).withColumn(DIFF, F.lit(d))
-                    frames.setdefault(name, []).append(rows)
-        if not frames:
+                    rows = f.with_value(f.with_value(rel, LID, None, "long"), DIFF, d)
+                    rels.setdefault(name, []).append(rows)
+        if not rels:
             return None
-        return _by_table({name: _union(dfs) for name, dfs in frames.items()}, [LID, DIFF, SEG])
+        return self._by_table({name: f.union(r) for name, r in rels.items()}, [LID, DIFF, SEG])
+
+    def _by_table(self, rels: dict[str, Any], meta: list[str]) -> tuple[Any, dict[str, list[list[str]]]]:
+        """Several tables' rows in one relation: ``meta`` columns, ``__table`` naming each
+        row's table, and each table's attributes under columns of its own (two tables may
+        share a column name, not its type); with each table's (column, attribute) pairs."""
+        f = self.f
+        tagged, tables = [], {}
+        for k, (name, pairs) in enumerate(sorted(rels.items())):
+            tables[name] = [[f"t{k}_{a}", a] for a in self._attrs(pairs, meta)]  # as JSON keeps it
+            own = [(a, c) for c, a in tables[name]]
+            picked = f.select(pairs, [*[(m, m) for m in meta], *own])
+            tagged.append(f.with_value(picked, TABLE, name, "string"))
+        return f.union(tagged, fill=True), tables
+
+    def _attrs(self, pairs: Any, meta: Sequence[str] = (LID,)) -> list[str]:
+        return [c for c in self.f.columns(pairs) if c not in meta]
 
     def _collect_steps(self) -> list[Step]:
         """Every captured step below the root, its distinct pairs collected to the driver."""
-        found: list[tuple[Segment, Segment | Source, DataFrame]] = []
+        found: list[tuple[Segment, Segment | Source, Any]] = []
         todo = [self.root]
         while todo:
             seg = todo.pop()
             for target, pairs in self.steps(seg):
-                found.append((seg, target, pairs.distinct()))
+                found.append((seg, target, self.f.distinct(pairs)))
                 todo.extend([target] if isinstance(target, Segment) else [])
-        with ThreadPoolExecutor(max_workers=4) as pool:  # independent jobs, as in build()
-            rows = list(pool.map(lambda step: step[2].toArrow(), found))
+        rows = self.f.run({str(k): partial(self.f.arrow, step[2]) for k, step in enumerate(found)})
         return [
-            Step(seg.id, pairs, table=target.table) if isinstance(target, Source)
-            else Step(seg.id, pairs, child=target.id)
-            for (seg, target, _), pairs in zip(found, rows)
+            Step(seg.id, rows[str(k)], table=target.table) if isinstance(target, Source)
+            else Step(seg.id, rows[str(k)], child=target.id)
+            for k, (seg, target, _) in enumerate(found)
         ]
 
     def _functions(self) -> list[int]:
         """Segments whose model calls are indexes."""
         return [s.id for s in self.root.post_order() if s.functions] if self.capture.functions else []
 
-    def _write_both(self, pairs: DataFrame, name: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"attrs": _attrs(pairs)}
+    def _write_both(self, pairs: Any, name: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"attrs": self._attrs(pairs)}
         attrs = out["attrs"]
         source = pairs
         if "backward" in self.capture.directions:
             out["backward"] = self._write(source, f"eager/backward/{name}", [LID])
             source = self._read(out["backward"]["dir"])  # re-sorting written pairs beats recomposing
         if "forward" in self.capture.directions:
-            out["forward"] = self._write(source, f"eager/forward/{name}", attrs, unique="backward" in out)
+            out["forward"] = self._write(source, f"eager/forward/{name}", attrs, as_is="backward" in out)
         return out
 
-    def _write_sorted(self, df: DataFrame, path: str) -> dict[str, Any]:
-        """``df`` as it is partitioned, sorted by ``__lid`` in each file: one stage, no shuffle
-        (duplicates are dropped where the pairs are read)."""
-        (
-            df.sortWithinPartitions(LID)
-            .write.mode("error")
-            .option("compression", "zstd")
-            .option("parquet.block.size", ROW_GROUP_BYTES)
-            .parquet(f"{self.staging}/{path}")
-        )
+    def _write(self, rel: Any, path: str, order: list[str], as_is: bool = False) -> dict[str, Any]:
+        """``rel``'s distinct rows (``as_is``: its rows, where they are distinct already or
+        duplicates are dropped where they are read), sorted by ``order`` in each file."""
+        self.f.write(rel, f"{self.staging}/{path}", order, distinct=not as_is)
         return {"dir": path, "bytes": self.store.size(f"{self.staging}/{path}")}
-
-    def _write(self, df: DataFrame, path: str, order: list[str], unique: bool = False) -> dict[str, Any]:
-        """Distinct rows, hash-partitioned on all their columns (balanced even when a few
-        output rows own most pairs; the distinct needs no second shuffle) and sorted by the
-        lookup columns within each file: a lookup prunes row groups by min/max in every
-        file, and no sampling job is needed as for a global sort."""
-        spread = df.repartition(*[ref(c) for c in df.columns])
-        (
-            (spread if unique else spread.distinct())
-            .sortWithinPartitions(*[ref(c) for c in order])
-            .write.mode("error")
-            .option("compression", "zstd")
-            .option("parquet.block.size", ROW_GROUP_BYTES)
-            .parquet(f"{self.staging}/{path}")
-        )
-        return {"dir": path, "bytes": self.store.size(f"{self.staging}/{path}")}
-
-
-def _attrs(pairs: DataFrame, meta: Sequence[str] = (LID,)) -> list[str]:
-    return [c for c in pairs.columns if c not in meta]
-
-
-def _by_table(frames: dict[str, DataFrame], meta: list[str]) -> tuple[DataFrame, dict[str, list[list[str]]]]:
-    """Several tables' rows in one frame: ``meta`` columns, ``__table`` naming each row's
-    table, and each table's attributes under columns of its own (two tables may share a
-    column name, not its type); with each table's (column, attribute) pairs."""
-    tagged, tables = [], {}
-    for k, (name, pairs) in enumerate(sorted(frames.items())):
-        tables[name] = [[f"t{k}_{a}", a] for a in _attrs(pairs, meta)]  # as JSON keeps it
-        own = [ref(a).alias(c) for c, a in tables[name]]
-        tagged.append(pairs.select(*[ref(m) for m in meta], F.lit(name).alias(TABLE), *own))
-    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged), tables
-
-
-def _renumbered(df: DataFrame, column: str, ids: dict[int, int]) -> DataFrame:
-    """``df`` with the segment ids in ``column`` mapped by ``ids``."""
-    mapping = F.create_map(*[F.lit(v) for pair in ids.items() for v in pair])
-    return df.withColumn(column, F.element_at(mapping, ref(column)))
-
-
-def _through(pairs: DataFrame, below: DataFrame) -> DataFrame:
-    """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> (__lid, x...)."""
-    return pairs.join(below.withColumnRenamed(LID, REF), REF).drop(REF)
-
-
-def _union(frames: list[DataFrame]) -> DataFrame:
-    return reduce(lambda a, b: a.unionByName(b), frames)

@@ -1,0 +1,306 @@
+"""Where the lineage indexes are composed: the relational steps :mod:`materialization.indexes`
+takes (read a captured table, follow tags, join through a child segment, write sorted pairs),
+by Spark or by DuckDB in this process.
+
+The captured tables are small next to the task's input (ids and lineage ids, not rows), and
+composing them in Spark costs a job per broadcast and per write: tens of jobs, seconds each
+run. Where the results store is a local file system and what the capture staged is small,
+DuckDB composes and writes the same pairs in process, without a Spark job. The builder does
+not know which one runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import reduce
+from typing import Any, Protocol
+
+import duckdb
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from materialization.capture import LID
+from materialization.compile import read_source, ref
+from materialization.store import ResultsStore
+from segmenter.operators import Source
+
+REF = "__ref"
+ROW_GROUP_BYTES = 1 << 20  # small row groups: a point lookup decompresses little
+IN_PROCESS_BYTES = 256 << 20  # staged capture up to this size is composed by DuckDB (local store)
+
+
+class Frames(Protocol):
+    """Relations of (``__lid``, …) pairs and the steps the index builder composes them by."""
+
+    def read(self, path: str) -> Any:
+        """A Parquet directory of the store."""
+
+    def source(self, leaf: Source, attrs: Sequence[str]) -> Any:
+        """A source table's ``attrs`` (by their names), all rows."""
+
+    def columns(self, rel: Any) -> list[str]: ...
+
+    def lids(self, rel: Any) -> Any:
+        """The distinct ``__lid`` of ``rel``."""
+
+    def select(self, rel: Any, cols: Sequence[tuple[str, str]]) -> Any:
+        """(column, alias) pairs of ``rel``."""
+
+    def with_value(self, rel: Any, column: str, value: Any, dtype: str = "int") -> Any:
+        """``rel`` with a constant column (``value`` None: a typed NULL)."""
+
+    def tag_pairs(self, lineage: Any, tag: str, array: bool, expand: bool) -> Any:
+        """(__lid, __ref) of each non-null tag (each item of a list of tags); ``expand``: the
+        tag is a struct of a source row's attributes, as (__lid, attrs...)."""
+
+    def through(self, pairs: Any, below: Any) -> Any:
+        """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> (__lid, x...)."""
+
+    def semi(self, rel: Any, lids: Any) -> Any:
+        """The rows of ``rel`` whose ``__lid`` is in ``lids``."""
+
+    def where_equal(self, rel: Any, column: str, value: Any) -> Any: ...
+
+    def cross(self, left: Any, right: Any) -> Any: ...
+
+    def drop(self, rel: Any, *cols: str) -> Any: ...
+
+    def distinct(self, rel: Any) -> Any: ...
+
+    def union(self, rels: Sequence[Any], fill: bool = False) -> Any:
+        """By column name (``fill``: columns one lacks are NULL)."""
+
+    def renumbered(self, rel: Any, column: str, ids: dict[int, int]) -> Any:
+        """``rel`` with the segment ids in ``column`` mapped by ``ids``."""
+
+    def keep(self, rel: Any) -> Any:
+        """``rel``, computed once for the several relations that read it."""
+
+    def values(self, rel: Any, column: str) -> list[Any]:
+        """The distinct values of a column, on the driver."""
+
+    def arrow(self, rel: Any) -> pa.Table: ...
+
+    def write(self, rel: Any, path: str, order: Sequence[str], distinct: bool) -> None:
+        """Write ``rel`` (its distinct rows) as Parquet with small row groups, sorted by
+        ``order`` within each file: a lookup prunes row groups by min/max."""
+
+    def run(self, jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        """Independent writes, each job's result by its name."""
+
+    def release(self) -> None:
+        """Drop what :meth:`keep` held."""
+
+
+class SparkFrames:
+    """Spark DataFrames: any store, any size."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self._kept: list[DataFrame] = []
+
+    def read(self, path: str) -> DataFrame:
+        return self.spark.read.parquet(path)
+
+    def source(self, leaf: Source, attrs: Sequence[str]) -> DataFrame:
+        names = {c.name: c.id for c in leaf.cols}
+        return read_source(self.spark, leaf).select(*[ref(names[a]).alias(a) for a in attrs])
+
+    def columns(self, rel: DataFrame) -> list[str]:
+        return list(rel.columns)
+
+    def lids(self, rel: DataFrame) -> DataFrame:
+        return rel.select(LID).distinct()
+
+    def select(self, rel: DataFrame, cols: Sequence[tuple[str, str]]) -> DataFrame:
+        return rel.select(*[ref(c).alias(a) for c, a in cols])
+
+    def with_value(self, rel: DataFrame, column: str, value: Any, dtype: str = "int") -> DataFrame:
+        return rel.withColumn(column, F.lit(value).cast(dtype))
+
+    def tag_pairs(self, lineage: DataFrame, tag: str, array: bool, expand: bool) -> DataFrame:
+        column = F.explode(ref(tag)) if array else ref(tag)
+        pairs = lineage.select(ref(LID), column.alias(REF)).where(F.col(REF).isNotNull())
+        return pairs.select(LID, f"{REF}.*") if expand else pairs
+
+    def through(self, pairs: DataFrame, below: DataFrame) -> DataFrame:
+        return pairs.join(below.withColumnRenamed(LID, REF), REF).drop(REF)
+
+    def semi(self, rel: DataFrame, lids: DataFrame) -> DataFrame:
+        return rel.join(lids, LID, "left_semi")
+
+    def where_equal(self, rel: DataFrame, column: str, value: Any) -> DataFrame:
+        return rel.where(ref(column) == value)
+
+    def cross(self, left: DataFrame, right: DataFrame) -> DataFrame:
+        return left.crossJoin(right)
+
+    def drop(self, rel: DataFrame, *cols: str) -> DataFrame:
+        return rel.drop(*cols)
+
+    def distinct(self, rel: DataFrame) -> DataFrame:
+        return rel.distinct()
+
+    def union(self, rels: Sequence[DataFrame], fill: bool = False) -> DataFrame:
+        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=fill), rels)
+
+    def renumbered(self, rel: DataFrame, column: str, ids: dict[int, int]) -> DataFrame:
+        mapping = F.create_map(*[F.lit(v) for pair in ids.items() for v in pair])
+        return rel.withColumn(column, F.element_at(mapping, ref(column)))
+
+    def keep(self, rel: DataFrame) -> DataFrame:
+        if not rel.is_cached:
+            self._kept.append(rel.persist())
+        return rel
+
+    def values(self, rel: DataFrame, column: str) -> list[Any]:
+        return [r[0] for r in rel.select(column).distinct().collect()]
+
+    def arrow(self, rel: DataFrame) -> pa.Table:
+        return rel.toArrow()
+
+    def write(self, rel: DataFrame, path: str, order: Sequence[str], distinct: bool) -> None:
+        """Distinct rows, hash-partitioned on all their columns (balanced even when a few
+        output rows own most pairs; the distinct needs no second shuffle); without
+        ``distinct`` as the rows are partitioned (one stage, no shuffle)."""
+        if distinct:
+            rel = rel.repartition(*[ref(c) for c in rel.columns]).distinct()
+        (
+            rel.sortWithinPartitions(*[ref(c) for c in order])
+            .write.mode("error")
+            .option("compression", "zstd")
+            .option("parquet.block.size", ROW_GROUP_BYTES)
+            .parquet(path)
+        )
+
+    def run(self, jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        # independent Spark jobs: submitted together they overlap their scheduling latency
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            return dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
+
+    def release(self) -> None:
+        for df in self._kept:
+            df.unpersist()
+
+
+def quoted(name: str) -> str:
+    """A DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return "NULL" if value is None else repr(value)
+
+
+_DUCK_TYPES = {"int": "INTEGER", "long": "BIGINT", "string": "VARCHAR"}
+
+
+class DuckFrames:
+    """DuckDB in this process over the store's local files: a relation is a SELECT's text,
+    run when written or read back (DuckDB plans the whole composition at once)."""
+
+    def __init__(self) -> None:
+        self.con = duckdb.connect(config={"threads": 2})
+
+    @staticmethod
+    def _local(path: str) -> str:
+        assert path.startswith("file:"), path
+        return path[len("file:") :]
+
+    def read(self, path: str) -> str:
+        scan = f"{self._local(path)}/*.parquet".replace("'", "''")
+        return f"SELECT * FROM read_parquet('{scan}')"
+
+    def source(self, leaf: Source, attrs: Sequence[str]) -> str:
+        return f"SELECT {', '.join(map(quoted, attrs))} FROM ({self.read(leaf.snapshot)})"
+
+    def columns(self, rel: str) -> list[str]:
+        return list(self.con.sql(f"SELECT * FROM ({rel}) LIMIT 0").columns)
+
+    def lids(self, rel: str) -> str:
+        return f"SELECT DISTINCT {quoted(LID)} FROM ({rel})"
+
+    def select(self, rel: str, cols: Sequence[tuple[str, str]]) -> str:
+        return f"SELECT {', '.join(f'{quoted(c)} AS {quoted(a)}' for c, a in cols)} FROM ({rel})"
+
+    def with_value(self, rel: str, column: str, value: Any, dtype: str = "int") -> str:
+        kept = [c for c in self.columns(rel) if c != column]
+        picked = "".join(f"{quoted(c)}, " for c in kept)
+        value_sql = f"CAST({_literal(value)} AS {_DUCK_TYPES[dtype]})"
+        return f"SELECT {picked}{value_sql} AS {quoted(column)} FROM ({rel})"
+
+    def tag_pairs(self, lineage: str, tag: str, array: bool, expand: bool) -> str:
+        value = f"UNNEST({quoted(tag)})" if array else quoted(tag)
+        pairs = f"SELECT {quoted(LID)}, {value} AS {quoted(REF)} FROM ({lineage})"
+        pairs = f"SELECT * FROM ({pairs}) WHERE {quoted(REF)} IS NOT NULL"
+        return f"SELECT {quoted(LID)}, UNNEST({quoted(REF)}) FROM ({pairs})" if expand else pairs
+
+    def through(self, pairs: str, below: str) -> str:
+        return (
+            f"SELECT p.{quoted(LID)}, b.* EXCLUDE ({quoted(LID)}) FROM ({pairs}) p "
+            f"JOIN ({below}) b ON p.{quoted(REF)} = b.{quoted(LID)}"
+        )
+
+    def semi(self, rel: str, lids: str) -> str:
+        return f"SELECT * FROM ({rel}) WHERE {quoted(LID)} IN (SELECT {quoted(LID)} FROM ({lids}))"
+
+    def where_equal(self, rel: str, column: str, value: Any) -> str:
+        return f"SELECT * FROM ({rel}) WHERE {quoted(column)} = {_literal(value)}"
+
+    def cross(self, left: str, right: str) -> str:
+        return f"SELECT * FROM ({left}) CROSS JOIN ({right})"
+
+    def drop(self, rel: str, *cols: str) -> str:
+        gone = [c for c in cols if c in self.columns(rel)]
+        return f"SELECT * EXCLUDE ({', '.join(map(quoted, gone))}) FROM ({rel})" if gone else rel
+
+    def distinct(self, rel: str) -> str:
+        return f"SELECT DISTINCT * FROM ({rel})"
+
+    def union(self, rels: Sequence[str], fill: bool = False) -> str:
+        if len(rels) == 1:
+            return rels[0]
+        return " UNION ALL BY NAME ".join(f"({r})" for r in rels)
+
+    def renumbered(self, rel: str, column: str, ids: dict[int, int]) -> str:
+        cases = " ".join(f"WHEN {a} THEN {b}" for a, b in ids.items())
+        return f"SELECT * REPLACE (CASE {quoted(column)} {cases} END AS {quoted(column)}) FROM ({rel})"
+
+    def keep(self, rel: str) -> str:
+        return rel
+
+    def values(self, rel: str, column: str) -> list[Any]:
+        return [r[0] for r in self.con.sql(f"SELECT DISTINCT {quoted(column)} FROM ({rel})").fetchall()]
+
+    def arrow(self, rel: str) -> pa.Table:
+        return self.con.sql(rel).to_arrow_table()
+
+    def write(self, rel: str, path: str, order: Sequence[str], distinct: bool) -> None:
+        local = self._local(path)
+        os.makedirs(local)
+        rows = self.distinct(rel) if distinct else rel
+        target = f"{local}/part-00000.zstd.parquet".replace("'", "''")
+        self.con.execute(
+            f"COPY ({rows} ORDER BY {', '.join(map(quoted, order))}) TO '{target}' "
+            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES {ROW_GROUP_BYTES})"
+        )
+
+    def run(self, jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        return {name: job() for name, job in jobs.items()}
+
+    def release(self) -> None:
+        self.con.close()
+
+
+def frames_for(spark: SparkSession, store: ResultsStore, staging: str, sources: Sequence[Source]) -> Frames:
+    """DuckDB where the staged capture and the sources a control reads are small local
+    files; Spark otherwise."""
+    local = staging.startswith("file:") and all(s.snapshot.startswith("file:") for s in sources)
+    if local and store.size(staging) <= IN_PROCESS_BYTES:
+        return DuckFrames()
+    return SparkFrames(spark)

@@ -11,6 +11,7 @@ not know which one runs.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from segmenter.operators import Source
 REF = "__ref"
 ROW_GROUP_BYTES = 1 << 20  # small row groups: a point lookup decompresses little
 IN_PROCESS_BYTES = 256 << 20  # staged capture up to this size is composed by DuckDB (local store)
+MAX_SQL_CHARS = 20_000  # a composed relation's text longer than this is computed into a table
 
 
 class Frames(Protocol):
@@ -206,6 +208,17 @@ class DuckFrames:
 
     def __init__(self) -> None:
         self.con = duckdb.connect(config={"threads": 2})
+        self._tables = itertools.count()
+        self._kept: dict[str, str] = {}
+
+    def _computed(self, rel: str) -> str:
+        """``rel`` computed into a temporary table. A relation's text nests its inputs' texts,
+        and the copies of a subtree (a window's input read three times, a CTE) nest it
+        again: without this a deep segment tree's text grows exponentially (TPC-DS q70's
+        never finished binding)."""
+        name = f"__al_part_{next(self._tables)}"
+        self.con.execute(f"CREATE TEMP TABLE {name} AS {rel}")
+        return f"SELECT * FROM {name}"
 
     @staticmethod
     def _local(path: str) -> str:
@@ -263,16 +276,17 @@ class DuckFrames:
         return f"SELECT DISTINCT * FROM ({rel})"
 
     def union(self, rels: Sequence[str], fill: bool = False) -> str:
-        if len(rels) == 1:
-            return rels[0]
-        return " UNION ALL BY NAME ".join(f"({r})" for r in rels)
+        united = rels[0] if len(rels) == 1 else " UNION ALL BY NAME ".join(f"({r})" for r in rels)
+        return self._computed(united) if len(united) > MAX_SQL_CHARS else united
 
     def renumbered(self, rel: str, column: str, ids: dict[int, int]) -> str:
         cases = " ".join(f"WHEN {a} THEN {b}" for a, b in ids.items())
         return f"SELECT * REPLACE (CASE {quoted(column)} {cases} END AS {quoted(column)}) FROM ({rel})"
 
     def keep(self, rel: str) -> str:
-        return rel
+        if rel not in self._kept:
+            self._kept[rel] = self._computed(rel)
+        return self._kept[rel]
 
     def values(self, rel: str, column: str) -> list[Any]:
         return [r[0] for r in self.con.sql(f"SELECT DISTINCT {quoted(column)} FROM ({rel})").fetchall()]

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization.compile import null_safe_match, ref
+from materialization.index_frames import quoted
 from materialization.provrc import Boxes
 
 LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
@@ -34,11 +35,6 @@ def _equals(keys: pa.Table, column: str) -> str:
     """``=`` where the keys hold no NULL (the same answer, and DuckDB prunes row groups by it),
     else the null-safe comparison."""
     return "=" if keys.column(column).null_count == 0 else "IS NOT DISTINCT FROM"
-
-
-def quoted(name: str) -> str:
-    """A DuckDB identifier."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 class ParquetReader:

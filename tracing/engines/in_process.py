@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from materialization.compile import ROW_ID, TAG_PREFIX
+from materialization.index_frames import quoted as q
 from materialization.integrity import Check
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
@@ -69,10 +70,6 @@ class Rel:
 
     def tags(self) -> list[str]:
         return [c for c in self.cols if c.startswith(TAG_PREFIX)]
-
-
-def q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _local(uri: str) -> str:

@@ -47,7 +47,7 @@ class Restriction:
         on = {node_col: value_col for value_col, node_col in self.on.items() if node_col in df.columns}
         if not on:
             return df
-        return null_safe_match(df, self._values(on.values()), on, "left_semi")
+        return null_safe_match(df, self._values(on.values(), distinct=False), on, "left_semi")
 
     def attach(self, df: DataFrame) -> DataFrame:
         """``df`` ⋉ the values, each kept row once per target it serves (its ``ROW_ID``)."""
@@ -56,9 +56,14 @@ class Restriction:
         on = {node_col: value_col for value_col, node_col in self.on.items() if node_col in df.columns}
         return null_safe_match(df, self._values([*on.values(), ROW_ID]), on, "inner", carry=[ROW_ID])
 
-    def _values(self, cols: Iterable[str]) -> DataFrame:
-        values = self.values.select(*dict.fromkeys(cols)).distinct()
-        return F.broadcast(values) if self.rows <= BROADCAST_ROWS else values
+    def _values(self, cols: Iterable[str], distinct: bool = True) -> DataFrame:
+        """The values' ``cols``, broadcast when there are few: each distinct once, except
+        that a broadcast semi-join's values need not be (a duplicate matches nothing more,
+        and their distinct would cost a shuffle job where the values are a local relation)."""
+        values = self.values.select(*dict.fromkeys(cols))
+        if self.rows > BROADCAST_ROWS:
+            return values.distinct()
+        return F.broadcast(values.distinct() if distinct else values)
 
     def narrowed(self, mapping: dict[str, str]) -> Restriction | None:
         """The restriction on a child, given node column -> child column for passing columns

@@ -48,7 +48,7 @@ from tests.oracle import (
     to_dataframe,
 )
 from tests.worlds import worlds
-from tracing import LineageSession
+from tracing import LineageSession, Run
 from tracing.confidence import Facts
 from tracing.errors import NotCapturedError
 
@@ -202,6 +202,18 @@ def conference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
 ROSTER = "SELECT DISTINCT a.person, e.event FROM attends a JOIN events e ON a.day = e.day"
 
 
+@pytest.fixture(scope="module")
+def roster(conference: LineageSession) -> Run:
+    """EventRoster with boolean lineage, run once for the tests that only read it."""
+    return conference.run(conference.sql(ROSTER), backend="confidence")
+
+
+@pytest.fixture(scope="module")
+def roster_fm(conference: LineageSession) -> Run:
+    """EventRoster run lazily (fm): no probabilities to ask for."""
+    return conference.run(conference.sql(ROSTER), strategy="fm")
+
+
 def _probabilities(als: LineageSession, sql: str, **options: Any) -> dict[tuple, float]:
     run = als.run(als.sql(sql), backend="confidence")
     return {tuple(r.row.values()): r.probability for r in run.confidence(**options)}
@@ -268,13 +280,12 @@ def test_alternatives_are_mutually_exclusive(
     assert both.extraneous() == [{"person": "Ullman"}]
 
 
-def test_coexistence_checks(conference: LineageSession) -> None:
-    run = conference.run(conference.sql(ROSTER), backend="confidence")
+def test_coexistence_checks(conference: LineageSession, roster: Run) -> None:
     banquet = {"person": "Garcia-Molina", "event": "Banquet"}
-    assert run.coexist(banquet, ("Ullman", "Banquet"))
-    assert not run.always_together(banquet, ("Ullman", "Banquet"))
-    assert run.always_together(banquet, banquet)
-    assert run.extraneous() == []
+    assert roster.coexist(banquet, ("Ullman", "Banquet"))
+    assert not roster.always_together(banquet, ("Ullman", "Banquet"))
+    assert roster.always_together(banquet, banquet)
+    assert roster.extraneous() == []
     days = conference.run(conference.sql("SELECT a.person, e.day FROM attends a CROSS JOIN events e "
                                          "WHERE a.id = 13 AND e.day = 'Tuesday'"), backend="confidence")
     assert days.always_together(("Ullman", "Tuesday"), ("Ullman", "Tuesday"))
@@ -359,11 +370,10 @@ def test_sampling_methods_state_their_guarantee_and_hold_it(conference: LineageS
         assert abs(est.value - exact) <= tolerance
 
 
-def test_a_loaded_run_answers_the_same(conference: LineageSession) -> None:
-    run = conference.run(conference.sql(ROSTER), backend="confidence")
-    again = LineageSession(conference.spark, store=conference.store.uri).load_run(run.id)
-    assert again.confidence().probabilities() == run.confidence().probabilities()
-    assert run.lineage(rows=[("Ullman", "Banquet")]).source_ids("events") == {(23,)}
+def test_a_loaded_run_answers_the_same(conference: LineageSession, roster: Run) -> None:
+    again = LineageSession(conference.spark, store=conference.store.uri).load_run(roster.id)
+    assert again.confidence().probabilities() == roster.confidence().probabilities()
+    assert roster.lineage(rows=[("Ullman", "Banquet")]).source_ids("events") == {(23,)}
 
 
 class WildGuess(ReasoningUDF):
@@ -384,7 +394,9 @@ class WildGuess(ReasoningUDF):
 wild_guess = WildGuess()
 
 
-def test_bad_declarations_fail_in_one_line(conference: LineageSession, spark: SparkSession) -> None:
+def test_bad_declarations_fail_in_one_line(
+    conference: LineageSession, spark: SparkSession, roster: Run, roster_fm: Run
+) -> None:
     frame = pd.DataFrame([(1, 0.5), (2, 1.2)], columns=["k", "p"])
     with pytest.raises(LineageError, match=r"confidence must be in \[0, 1\], got 1.2"):
         conference.register_table("bad", frame, key="k", confidence="p")
@@ -399,18 +411,16 @@ def test_bad_declarations_fail_in_one_line(conference: LineageSession, spark: Sp
     task = conference.sql(ROSTER)
     with pytest.raises(ValueError, match="leave strategy out"):
         conference.run(task, backend="confidence", strategy="rerun")
-    lazy = conference.run(task, strategy="fm")
     with pytest.raises(NotCapturedError, match="backend='confidence'"):
-        lazy.confidence()
+        roster_fm.confidence()
     runs = set(conference.runs())
     with pytest.raises(LineageError, match=r"UDF \[wild_guess\] declared probability 1.5"):
         conference.run(conference.table("events").withColumn("g", wild_guess("event")), backend="confidence")
     assert set(conference.runs()) == runs
-    run = conference.run(task, backend="confidence")
     with pytest.raises(ValueError, match="algorithm must be one of"):
-        run.confidence(algorithm="fast")
+        roster.confidence(algorithm="fast")
     with pytest.raises(ValueError, match="unknown method"):
-        run.confidence(method="guess")
+        roster.confidence(method="guess")
 
 
 def test_batch_job_gives_every_row_the_tuple_level_probability(conference: LineageSession) -> None:
@@ -446,7 +456,9 @@ def test_person_detector_confidence_becomes_the_row_probability(
     assert answer[0].weights[0].kind == "model" and "person_detection" in answer[0].weights[0].fact
 
 
-def test_lineage_of_a_confidence_run_carries_the_rows_confidence(conference: LineageSession) -> None:
+def test_lineage_of_a_confidence_run_carries_the_rows_confidence(
+    conference: LineageSession, roster_fm: Run
+) -> None:
     """The same answer in the lineage, the notebook HTML, the audit report and its JSON."""
     from tracing.present.report import audit_report, report_dict
 
@@ -459,16 +471,17 @@ def test_lineage_of_a_confidence_run_carries_the_rows_confidence(conference: Lin
     exported = report_dict(run, [lineage])["answers"][0]["confidence"]
     assert exported["rows"][0]["probability"] == pytest.approx(0.8668)
     assert "0.8668" in lineage._repr_html_() and "segment" in run._repr_html_()
-    plain = conference.run(conference.sql(ROSTER), strategy="fm").lineage(rows=[("Ullman", "Banquet")])
+    plain = roster_fm.lineage(rows=[("Ullman", "Banquet")])
     assert plain.confidence is None and "<h4>Confidence</h4>" not in audit_report(run, [plain])
 
 
-def test_deep_lineage_across_a_sequence_of_tasks(conference: LineageSession) -> None:
+def test_deep_lineage_across_a_sequence_of_tasks(
+    conference: LineageSession, roster: Run, roster_fm: Run
+) -> None:
     """Example 4.2 as three tasks: EventRoster is a run, registered as a derived relation;
     EventAttendees and the banquet's likelihood are later runs over it. Its rows share base
     facts (32 and 33 both rest on event 23), so treating them as independent facts would give
     0.8298 for the banquet; expanding into the first run's lineage gives 0.792."""
-    roster = conference.run(conference.sql(ROSTER), backend="confidence")
     conference.register_result("roster", roster)
     attendees = conference.run(conference.sql("SELECT DISTINCT person FROM roster"), backend="confidence")
     assert {tuple(r.row.values()): r.probability for r in attendees.confidence()} == pytest.approx(
@@ -488,13 +501,12 @@ def test_deep_lineage_across_a_sequence_of_tasks(conference: LineageSession) -> 
     chained = conference.run(conference.sql("SELECT event FROM banquets WHERE event = 'Banquet'"),
                              backend="confidence")
     assert [r.probability for r in chained.confidence()] == pytest.approx([0.792])
-    lazy = conference.run(conference.sql(ROSTER), strategy="fm")
     with pytest.raises(NotCapturedError):
-        conference.register_result("nothing", lazy)
+        conference.register_result("nothing", roster_fm)
 
 
 def test_command_line_of_a_confidence_run(
-    conference: LineageSession, tmp_path: Path, capsys: pytest.CaptureFixture
+    conference: LineageSession, roster_fm: Run, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """`al run --backend confidence`, `al lineage --json` with the rows' probabilities, and
     `al report --most-uncertain N`: the rows closest to ½ (Ullman at the banquet, 0.54), each
@@ -517,5 +529,4 @@ def test_command_line_of_a_confidence_run(
     answers = json.loads(out.read_text())["answers"]
     probabilities = sorted(a["confidence"]["rows"][0]["probability"] for a in answers)
     assert probabilities == pytest.approx([0.54, 0.63])
-    lazy = conference.run(conference.sql(ROSTER), strategy="fm")
-    assert main(["lineage", lazy.id, "--store", store, "--most-uncertain", "1"]) == 2
+    assert main(["lineage", roster_fm.id, "--store", store, "--most-uncertain", "1"]) == 2

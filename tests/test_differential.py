@@ -2,7 +2,8 @@
 
 For each task:
   (a) the three runs give the same output, equal (as a multiset) to what plain Spark computes
-      (on a task without a model fm stores nothing, as rerun: one run stands for both);
+      (on a task without a model fm stores nothing, as rerun: one run stands for both; the
+      full run is the eager backend's, see (f));
   (b) the augmented lineage of the same targets (two sampled rows; all rows) is identical
       across the strategies: source lineage and reasoning lineage;
   (c) fm stores no more tuples than full, rerun stores none;
@@ -10,14 +11,14 @@ For each task:
   (e) sanity: lineage is non-empty for every target set, the targets are the rows asked for,
       the lineage of all rows contains that of the pair, and every reported source row exists
       in its table;
-  (f) a 4th run with backend="eager" (added only for the tests that need it): its output is
-      plain Spark's, its lineage the rerun strategy's, and its forward answers the inverse of
-      its backward ones;
+  (f) the full run is run with backend="eager" (strategy full, capturing lineage while it
+      stores each segment; its strategy's checks ask it with backend="lazy"): its indexes give
+      the rerun strategy's lineage, and its forward answers are the inverse of its backward ones;
   (g) that run keeps its indexes both as Parquet pairs and ProvRC-compressed
       (backend="compressed"): every backward and forward answer of the one equals the other's;
   (h) the tracing queries give the same answer row for row whichever engine runs them
       (DuckDB in process or Spark), and every task's runs are answered in process;
-  (i) a 5th run of the tasks with models, fm with reasons="lazy" (computed when a question
+  (i) a 4th run of the tasks with models, fm with reasons="lazy" (computed when a question
       reaches them, cached in the run), answers as the fm run does: first, from the cache,
       and with the calls rerun by Spark.
 
@@ -130,8 +131,8 @@ class TaskRuns:
     def lineage(self, strategy: str, target: str, engine: str = "auto") -> Lineage:
         """Lineage of ``target`` (a key of TARGETS) in the ``strategy`` run, asked once
         (lazy runs: with the tracing queries run by ``engine``)."""
-        how = {"backend": strategy} if strategy in CAPTURED else {"engine": engine}
-        key = (self.runs[strategy].id, target, *how.values())  # fm may be the rerun run
+        how = {"backend": strategy} if strategy in CAPTURED else {"backend": "lazy", "engine": engine}
+        key = (self.runs[strategy].id, target, *how.values())  # fm may be the rerun run, full the eager
         if key not in self._lineage:
             try:
                 lin = self.runs[strategy].lineage(**dict(TARGETS[target], **how))
@@ -154,7 +155,6 @@ class Suite:
         self.als = als
         self._runs: dict[str, TaskRuns | Exception] = {}
         self._tables: dict[str, set[str]] = {}
-        self._eager: dict[str, TaskRuns | Exception] = {}  # tasks whose eager run was added
 
     def runs(self, task_id: str) -> TaskRuns:
         if task_id not in self._runs:
@@ -176,35 +176,29 @@ class Suite:
                 # no model: fm stores nothing and runs and answers as rerun does (check_storage
                 # asserts the first), so the rerun run stands for it
                 runs[s] = runs["rerun"]
-                continue
-            runs[s] = self.als.run(build(self.als, task_id), strategy=s)
+            elif s == "full":
+                # the eager backend runs strategy full, capturing lineage as it stores each
+                # segment: one run serves the full strategy's checks (asked with backend="lazy")
+                # and the eager and compressed ones (its indexes kept both ways)
+                runs[s] = runs["eager"] = runs["compressed"] = self._eager_run(task_id)
+            else:
+                runs[s] = self.als.run(build(self.als, task_id), strategy=s)
         outputs = {}
         for s, run in runs.items():
-            out = run.output
-            outputs[s] = (out.columns, Counter(tuple(r) for r in out.collect()))
+            if s not in CAPTURED:
+                out = run.output
+                outputs[s] = (out.columns, Counter(tuple(r) for r in out.collect()))
+        outputs["eager"] = outputs["full"]
         return TaskRuns(task_id, plain_df.columns, plain, runs, outputs)
 
-    def eager(self, task_id: str) -> TaskRuns:
-        """The task's runs with a 4th, ``runs["eager"]`` (backend="eager", its indexes also
-        kept compressed: ``runs["compressed"]`` is the same run), added on first use, so the
-        tests that do not need it do not pay for it. The compressed indexes are composed for
-        every other task and kept per segment (walked along paths) for the rest."""
-        r = self.runs(task_id)
-        if task_id not in self._eager:
-            try:
-                compose = [t.id for t in TASKS].index(task_id) % 2 == 0
-                both = Capture(storage=("pairs", "provrc"), compose=compose)
-                run = self.als.run(build(self.als, task_id), backend="eager", capture=both)
-                out = run.output
-                r.outputs["eager"] = (out.columns, Counter(tuple(row) for row in out.collect()))
-                r.runs["eager"] = r.runs["compressed"] = run
-                self._eager[task_id] = r
-            except Exception as exc:  # remembered, so a failing eager run fails every test fast
-                self._eager[task_id] = exc
-        found = self._eager[task_id]
-        if isinstance(found, Exception):
-            raise found
-        return found
+    def _eager_run(self, task_id: str) -> Run:
+        """backend="eager", its indexes also kept compressed; the compressed indexes are
+        composed for every other task and kept per segment (walked along paths) for the rest."""
+        compose = [t.id for t in TASKS].index(task_id) % 2 == 0
+        both = Capture(storage=("pairs", "provrc"), compose=compose)
+        run = self.als.run(build(self.als, task_id), backend="eager", capture=both)
+        assert run.strategy == "full"
+        return run
 
     def table_rows(self, table: str) -> set[str]:
         if table not in self._tables:
@@ -390,7 +384,7 @@ def check_loaded_run(suite: Suite, r: TaskRuns, strategy: str) -> None:
     run = r.runs[strategy]
     loaded = suite.als.load_run(run.id)
     assert loaded.strategy == run.strategy and loaded.task == run.task and loaded.record == run.record
-    again = Lineage.of(loaded.lineage(**TARGETS["pair"]))
+    again = Lineage.of(loaded.lineage(**TARGETS["pair"], backend="lazy"))
     assert again == r.lineage(strategy, "pair"), f"{strategy}: the loaded run gives other lineage"
 
 
@@ -415,7 +409,7 @@ def test_lazy_reasons_answer_as_task_time_reasons(suite: Suite, task_id: str) ->
 
 @pytest.mark.parametrize("task_id", task_params())
 def test_eager_output_agrees_with_plain_spark(suite: Suite, task_id: str) -> None:
-    r = suite.eager(task_id)
+    r = suite.runs(task_id)
     columns, rows = r.outputs["eager"]
     assert r.runs["eager"].backend == "eager" and r.runs["eager"].strategy == "full"
     assert columns == r.plain_columns
@@ -429,7 +423,7 @@ def test_eager_output_agrees_with_plain_spark(suite: Suite, task_id: str) -> Non
 def test_captured_equals_traced(suite: Suite, task_id: str, target: str, base: str, other: str) -> None:
     """The eager run's Parquet indexes give the rerun strategy's (tracing queries') lineage,
     and its ProvRC-compressed indexes exactly the Parquet ones'."""
-    r = suite.eager(task_id)
+    r = suite.runs(task_id)
     expected, found = r.lineage(base, target), r.lineage(other, target)
     assert found.targets == expected.targets, f"{other}: different targets"
     assert found.source == expected.source, f"{other}: source lineage differs from {base}"
@@ -443,7 +437,7 @@ def test_each_source_row_names_the_path_it_came_by(suite: Suite, backend: str) -
     EXCEPT ALL, the rows of the left side that give the row (same l_suppkey, returned) come by
     the left segment, all of the right side (control lineage) by the right one; in
     sql_subqueries, all customers come by the scalar max(c_acctbal) subquery's segment."""
-    r = suite.eager("except_all_suppliers")
+    r = suite.runs("except_all_suppliers")
     run = r.runs["fm" if backend == "lazy" else "eager"]
     how = {} if backend == "lazy" else {"backend": backend}
     lin = run.lineage(rows=[{"l_suppkey": 12}], **how)
@@ -459,7 +453,7 @@ def test_each_source_row_names_the_path_it_came_by(suite: Suite, backend: str) -
     ends = ("(via segments 0 → 1)", "(via segments 0 → 2)")
     assert len(shown) == 10 and all(line.endswith(ends) for line in shown)  # the first 10 rows shown
 
-    r = suite.eager("sql_subqueries")
+    r = suite.runs("sql_subqueries")
     run = r.runs["fm" if backend == "lazy" else "eager"]
     one = run.lineage(sample=1, seed=3, **how)
     (scalar,) = [s for s in run.root.walk() if s.pattern() == "α" and s.entries() == {"customer": [s.id]}]
@@ -534,7 +528,7 @@ def test_forward_inverts_backward(suite: Suite, task_id: str) -> None:
     """forward(S) = { output rows o : backward(o) ∩ S ≠ ∅ }, as a bag, on the eager run: for up
     to 3 source rows per captured table that are in some row's lineage and one that is in
     none; and, for every UDF, the calls giving each value it gave."""
-    r = suite.eager(task_id)
+    r = suite.runs(task_id)
     traced = trace_rows(r)
     run = r.runs["eager"]
     everything = r.lineage("eager", "all")
@@ -571,7 +565,7 @@ def test_forward_inverts_backward(suite: Suite, task_id: str) -> None:
 def test_forward_by_model_decisions(suite: Suite, task_id: str) -> None:
     """forward(udf=..., where=<on the value>) on a task with UDFs: the output rows whose
     reasoning lineage holds such a call, and every row for the union of all values."""
-    r = suite.eager(task_id)
+    r = suite.runs(task_id)
     run = r.runs["eager"]
     traced = trace_rows(r)
     by_udf: dict[str, set[tuple[str, str]]] = {}

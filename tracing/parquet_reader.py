@@ -6,6 +6,7 @@ large enough that it should stay distributed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import duckdb
@@ -18,6 +19,7 @@ from materialization.index_frames import quoted
 from materialization.provrc import Boxes
 
 LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
+LOADED_BYTES = 8 << 20  # a local folder up to this size is read once into memory, then queried there
 
 Selection = Sequence[tuple[str, str]]  # (column in the file, name in the answer)
 
@@ -43,6 +45,7 @@ class ParquetReader:
         self.spark = spark
         self.local = local
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._loaded: dict[str, str] = {}  # folder -> what a query reads it as
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -53,9 +56,18 @@ class ParquetReader:
         return self._con
 
     def _from(self, uri: str) -> str:
+        """The rows of a local Parquet folder: a small one is read once (a question asks
+        an index several times, and a query over files costs their listing and decoding every
+        time; files are immutable once committed and checked when their run is loaded)."""
         path = local_path(uri)
         assert path is not None
-        return f"read_parquet('{path}/*.parquet')"
+        if path not in self._loaded:
+            files = f"read_parquet('{path}/*.parquet')"
+            size = sum(e.stat().st_size for e in os.scandir(path) if e.name.endswith(".parquet"))
+            self._loaded[path] = files if size > LOADED_BYTES else f"__loaded_{len(self._loaded)}"
+            if size <= LOADED_BYTES:
+                self.con.execute(f"CREATE TEMP TABLE {self._loaded[path]} AS SELECT * FROM {files}")
+        return self._loaded[path]
 
     def lookup(
         self, uri: str, keys: pa.Table, select: Selection | None = None, distinct: bool = True

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 
 from materialization.compile import ROW_ID
 from materialization.pushdown import Restriction
@@ -40,9 +40,9 @@ class Settled:
 class Engine(Protocol):
     name: str
 
-    def targets(self, df: DataFrame, local: list[Row]) -> Any:
-        """The chosen output rows (settled by Spark, by column id; ``local``: the same rows
-        collected) as this engine's relation."""
+    def targets(self, df: DataFrame, local: pa.Table) -> Any:
+        """The chosen output rows (settled by Spark, by column id; ``local``: the same rows,
+        or a superset of their columns, collected) as this engine's relation."""
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> Any:
         """A segment input: a (restricted) source table or a child segment's output."""

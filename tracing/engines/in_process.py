@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from materialization.compile import ROW_ID, TAG_PREFIX
@@ -185,10 +185,8 @@ class DuckEngine:
         self._sql: dict[str, str] = {}
 
     # --- the engine's steps ---------------------------------------------------------------------
-    def targets(self, df: DataFrame, local: list[Row]) -> Rel:
-        schema = to_arrow_schema(df.schema)
-        table = pa.Table.from_pylist([r.asDict(recursive=True) for r in local], schema=schema)
-        return self._register(table).rows
+    def targets(self, df: DataFrame, local: pa.Table) -> Rel:
+        return self._register(local.select(df.columns).cast(to_arrow_schema(df.schema))).rows
 
     def chosen(
         self,

@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from materialization.compile import ROW_ID, Compiler, conjunction, ref
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
-from materialization.settle import settle
+from materialization.settle import local_frame, settle
 from segmenter.operators import Col, Expr, Node
 from segmenter.segments import Segment
 from tracing.engines import PARENT, Settled, renumber
@@ -27,7 +27,7 @@ class SparkEngine:
         self.restorer = restorer
         self.spark = restorer.spark
 
-    def targets(self, df: DataFrame, local: list[Row]) -> DataFrame:
+    def targets(self, df: DataFrame, local: pa.Table) -> DataFrame:
         return df
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> DataFrame:
@@ -60,13 +60,14 @@ class SparkEngine:
 
     def numbered(self, targets: Settled) -> Settled:
         df: DataFrame = targets.rows
-        rows = [(*r, i) for i, r in enumerate(df.collect())]  # a few rows, settled: no job
+        rows = df.toArrow()  # a few rows, settled
+        rows = rows.append_column(ROW_ID, pa.array(range(rows.num_rows), pa.int64()))
         schema = StructType([*df.schema.fields, StructField(ROW_ID, LongType(), False)])
-        return Settled(self.spark.createDataFrame(rows, schema), len(rows), rows)
+        return Settled(self.spark.createDataFrame(rows, schema=schema), rows.num_rows, rows)
 
     def renumbered(self, rows: DataFrame, start: int) -> tuple[DataFrame, pa.Table]:
         fresh = renumber(rows.toArrow(), start)
-        return self.spark.createDataFrame(fresh.drop_columns([PARENT]), schema=rows.schema), fresh
+        return local_frame(rows, fresh.drop_columns([PARENT])), fresh
 
     def settle(self, rel: DataFrame) -> Settled:
         rows, count, local = settle(rel)
@@ -82,13 +83,17 @@ class SparkEngine:
         schema = joined.schema[tag].dataType
         if numbered:
             schema = StructType([*schema.fields, joined.schema[ROW_ID]])  # type: ignore[attr-defined]
-        unique = {}
-        for r in settled.local:
-            if r[tag] is not None:
-                row = (*r[tag], r[ROW_ID]) if numbered else r[tag]
-                unique[_frozen(row)] = row
-        rows = self.spark.createDataFrame(list(unique.values()), schema)  # type: ignore[arg-type]
-        return Settled(rows, len(unique))
+        local: pa.Table = settled.local
+        tags, ids = local.column(tag).to_pylist(), local.column(ROW_ID).to_pylist() if numbered else None
+        unique: dict[Any, int] = {}
+        for i, value in enumerate(tags):
+            if value is not None:
+                unique.setdefault(_frozen((value, ids[i]) if ids is not None else value), i)
+        picked = local.take(pa.array(list(unique.values()), pa.int64()))
+        rows = pa.Table.from_struct_array(picked.column(tag).combine_chunks())
+        if numbered:
+            rows = rows.append_column(ROW_ID, picked.column(ROW_ID))
+        return Settled(self.spark.createDataFrame(rows, schema=schema), rows.num_rows, rows)
 
     def named(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame:
         named = rel.select(*[ref(c.id).alias(c.name) for c in cols], *[ROW_ID] * (ROW_ID in rel.columns))

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
@@ -207,7 +210,11 @@ class DuckFrames:
     run when written or read back (DuckDB plans the whole composition at once)."""
 
     def __init__(self) -> None:
-        self.con = duckdb.connect(config={"threads": 2})
+        # a build that outgrows memory spills here, not into the working folder; removed
+        # with the frames (a killed process leaves it in the system's temporary folder)
+        spill = tempfile.mkdtemp(prefix="al-index-build-")
+        weakref.finalize(self, shutil.rmtree, spill, True)
+        self.con = duckdb.connect(config={"threads": 2, "temp_directory": spill})
         self._tables = itertools.count()
         self._kept: dict[str, str] = {}
 

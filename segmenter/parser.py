@@ -788,7 +788,7 @@ class _Parser:
             return _RANKING[name]
         shown = function.aggregateFunction() if name == "AggregateExpression" else function
         raise UnsupportedTaskError(
-            f"window function {shown.prettyName()}() over {frame.sql()}",
+            f"window function {shown.prettyName()}() over {_frame_sql(frame)}",
             self._where(),
             "traced are aggregates over whole partitions, rank(), dense_rank(), row_number() and "
             "running aggregates over RANGE or ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW: "
@@ -942,6 +942,29 @@ def _existence(
     return Union(branches, output)
 
 
+def _frame_sql(frame: JObj) -> str:
+    """A window frame as the user wrote it. Spark's own ``sql()`` keeps the analyzer's
+    offset: ``2 PRECEDING`` is stored as -2 and shown as ``-2 FOLLOWING``."""
+    if frame.getClass().getSimpleName() != "SpecifiedWindowFrame":
+        return str(frame.sql())
+    ends = []
+    for bound in (frame.lower(), frame.upper()):
+        kind = bound.getClass().getSimpleName().rstrip("$")
+        if kind in _FRAME_ENDS:
+            ends.append(_FRAME_ENDS[kind])
+        elif bound.foldable() and isinstance(offset := bound.eval(None), int):
+            ends.append(f"{-offset} PRECEDING" if offset < 0 else f"{offset} FOLLOWING")
+        else:
+            ends.append(str(bound.sql()))
+    rows = frame.frameType().getClass().getSimpleName().startswith("RowFrame")
+    return f"{'ROWS' if rows else 'RANGE'} BETWEEN {ends[0]} AND {ends[1]}"
+
+
+_FRAME_ENDS = {
+    "UnboundedPreceding": "UNBOUNDED PRECEDING",
+    "UnboundedFollowing": "UNBOUNDED FOLLOWING",
+    "CurrentRow": "CURRENT ROW",
+}
 _GENERATORS = ("explode", "posexplode", "inline")
 _RANKING = {"Rank": "rank", "DenseRank": "dense_rank", "RowNumber": "row_number"}
 _AGGREGATING = ("running", "rows_running")  # window kinds whose value is an aggregate over the frame

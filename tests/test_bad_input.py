@@ -65,10 +65,14 @@ def test_pivot_of_strings_is_an_aggregation_per_group(numbers: LineageSession) -
         ("SELECT lag(id) OVER (ORDER BY id) FROM nums", r"window function lag\(\).*rank\(\)"),
         (
             "SELECT sum(id) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM nums",
-            r"window function sum\(\) over ROWS BETWEEN -2 FOLLOWING.*sliding frame",
+            r"window function sum\(\) over ROWS BETWEEN 2 PRECEDING AND CURRENT ROW\b.*sliding frame",
+        ),
+        (
+            "SELECT avg(id) OVER (ORDER BY id RANGE BETWEEN CURRENT ROW AND 3 FOLLOWING) FROM nums",
+            r"window function avg\(\) over RANGE BETWEEN CURRENT ROW AND 3 FOLLOWING\b.*sliding frame",
         ),
     ],
-    ids=["intersect_all", "lag", "sliding_frame"],
+    ids=["intersect_all", "lag", "sliding_frame", "range_ahead"],
 )
 def test_constructs_without_lineage_yet_say_what_to_write(
     numbers: LineageSession, sql: str, refused: str

@@ -1,8 +1,8 @@
 """Evaluate an intermediate answer once so later steps reuse it instead of recomputing it.
 
 Lineage answers are usually small: up to ``SMALL_ROWS`` rows are collected as Arrow (one
-Spark job) and handed back as a local relation (exact statistics; a broadcast of it, or a
-scan, runs no job, where a DataFrame made from Python rows is an RDD whose every use is one);
+Spark job) and handed back as a local relation (exact statistics, and no shuffle where a
+later step takes its distinct rows, as a DataFrame made from Python rows, an RDD, needed);
 larger ones are checkpointed on the executors.
 """
 

@@ -63,10 +63,12 @@ class ParquetReader:
         assert path is not None
         if path not in self._loaded:
             files = f"read_parquet('{path}/*.parquet')"
-            size = sum(e.stat().st_size for e in os.scandir(path) if e.name.endswith(".parquet"))
-            self._loaded[path] = files if size > LOADED_BYTES else f"__loaded_{len(self._loaded)}"
-            if size <= LOADED_BYTES:
-                self.con.execute(f"CREATE TEMP TABLE {self._loaded[path]} AS SELECT * FROM {files}")
+            if sum(e.stat().st_size for e in os.scandir(path) if e.name.endswith(".parquet")) > LOADED_BYTES:
+                self._loaded[path] = files
+            else:
+                table = f"__loaded_{len(self._loaded)}"
+                self.con.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM {files}")
+                self._loaded[path] = table
         return self._loaded[path]
 
     def lookup(

@@ -12,15 +12,21 @@ from pyspark.sql import SparkSession
 
 def spark_session(master: str | None = None, app: str = "augmented-lineage") -> SparkSession:
     """The active session, or a new one on ``master`` (default ``$AL_SPARK_MASTER`` or
-    ``local[2]``). Few shuffle partitions: lineage queries touch few rows."""
+    ``local[2]``; ``$AL_JAVA_OPTIONS`` for its JVMs). Few shuffle partitions: lineage queries
+    touch few rows."""
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
     master = master or os.environ.get("AL_SPARK_MASTER", "local[2]")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this env's packages
+    builder = SparkSession.builder
+    java = os.environ.get("AL_JAVA_OPTIONS")  # e.g. -XX:TieredStopAtLevel=1: a short-lived process
+    if java:  # compiles less; the driver's JVM is started by this call, so they still apply
+        builder = builder.config("spark.driver.extraJavaOptions", java)
+        builder = builder.config("spark.executor.extraJavaOptions", java)
     return (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

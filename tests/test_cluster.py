@@ -18,6 +18,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from tests.child_process import spark_child_env
+
 pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,16 +28,13 @@ CHECKS = "tests/cluster_checks.py"
 
 
 def test_cluster_checks_pass_on_local_cluster(tmp_path: Path) -> None:
-    env = dict(os.environ)
-    env.update(
-        {
-            "AL_TEST_MASTER": MASTER,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            # lineage traced by Spark's executors, not in this process
-            "AL_TRACING_ENGINE": "spark",
-            # executors run in their own processes: they import tests.tasks_suite from here
-            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p),
-        }
+    env = spark_child_env(
+        AL_TEST_MASTER=MASTER,
+        SPARK_LOCAL_IP="127.0.0.1",
+        # lineage traced by Spark's executors, not in this process
+        AL_TRACING_ENGINE="spark",
+        # executors run in their own processes: they import tests.tasks_suite from here
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
     )
     report = tmp_path / "junit.xml"
     command = [

@@ -127,6 +127,7 @@ class TaskRuns:
     runs: dict[str, Run]
     outputs: dict[str, tuple[list[str], Counter]]
     _lineage: dict[tuple[str, ...], Lineage | Exception] = field(default_factory=dict)
+    traced: Traced | None = None  # every distinct output row's eager lineage (trace_rows), once
 
     def lineage(self, strategy: str, target: str, engine: str = "auto") -> Lineage:
         """Lineage of ``target`` (a key of TARGETS) in the ``strategy`` run, asked once
@@ -492,6 +493,8 @@ def trace_rows(r: TaskRuns) -> Traced:
     columns, bag = r.outputs["eager"]
     if len(bag) > MAX_TRACED_ROWS:
         pytest.skip(f"{len(bag)} distinct output rows: tracing each one alone is too slow for this suite")
+    if r.traced is not None:
+        return r.traced
     source: dict[tuple, dict[str, set[tuple]]] = {}
     calls: dict[tuple, set[tuple[str, str, str]]] = {}
     keys: dict[str, tuple[str, ...]] = {}
@@ -507,7 +510,8 @@ def trace_rows(r: TaskRuns) -> Traced:
         calls[o] = {
             (c["udf"], names[(c["udf"], c["segment"])], _key(c["value"])) for c in lin.reasoning_rows()
         }
-    return Traced(columns, bag, keys, source, calls)
+    r.traced = Traced(columns, bag, keys, source, calls)
+    return r.traced
 
 
 def _sql_literal(value: Any) -> str:

@@ -16,6 +16,7 @@ from cda_workload.workloads.loan_example import LOAN_SQL, loan_task, register_lo
 from materialization.capture import Capture
 from reasoning_udfs.loan_rules import credit_rules
 from segmenter.errors import LineageError
+from tests.child_process import spark_child_env
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
 from tracing import LineageSession, Run
 
@@ -144,7 +145,9 @@ def test_lineage_from_a_new_process(runs: dict[str, Run], loan: LineageSession, 
         print(json.dumps(lin.to_dict()["source_lineage"] | {{"rl": lin.reasoning_rows()}}, default=str))
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=spark_child_env()
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     here = run.lineage(rows=[("Reject", 1)])

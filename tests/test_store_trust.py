@@ -31,6 +31,7 @@ from cda_workload.command_line.cli import main
 from materialization import StoreError
 from materialization.catalog import check_run_id
 from segmenter.errors import LineageError
+from tests.child_process import spark_child_env
 from tests.failing_udf import fragile
 from tracing import LineageSession, Run
 
@@ -281,8 +282,7 @@ def test_concurrent_writers_and_a_killed_one_lose_nothing(spark: SparkSession, t
     left unfinished is named by `al gc` and by nothing else."""
     store = tmp_path / "store"
     als = LineageSession(spark, store=str(store))
-    small = {"AL_SPARK_MASTER": "local[1]", "AL_DRIVER_MEMORY": "1g", "AL_SHUFFLE_PARTITIONS": "1"}
-    env = {**os.environ, **small}
+    env = spark_child_env(AL_SPARK_MASTER="local[1]", AL_DRIVER_MEMORY="1g", AL_SHUFFLE_PARTITIONS="1")
     repo = Path(__file__).resolve().parents[1]
     writers = [
         subprocess.Popen(

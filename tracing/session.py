@@ -598,7 +598,8 @@ class Run:
                 pass  # a predicate DuckDB might judge otherwise: Spark chooses
         df, count, local = settle(self._choose(where, rows, sample, seed))
         ids = df.select(*[ref(c.id) for c in self.task.root.columns])
-        return Settled(tracer.targets(ids, local if local is not None else ids.toArrow()), count), df
+        rows = (local if local is not None else ids.toArrow()).select(ids.columns)
+        return Settled(tracer.targets(ids, rows), count, rows), df
 
     def _derive(self, engine: Engine, chosen: Settled, complete: bool) -> AugmentedLineage:
         """The answer for the chosen rows, and for each apart when there are a few."""

@@ -147,11 +147,25 @@ class Reference:
 
 
 def measure(
-    als: LineageSession, case: LatencyCase, repeat: int, seed: int, log: Callable[[str], None]
+    als: LineageSession,
+    case: LatencyCase,
+    repeat: int,
+    seed: int,
+    log: Callable[[str], None],
+    reasons: str = "eager",
+    ways: tuple[str, ...] = WAYS,
 ) -> list[dict[str, Any]]:
-    runs = {s: als.run(case.task(als), strategy=s, reasons="eager") for s in LAZY}
-    runs["fm-lazy"] = als.run(case.task(als), strategy="fm", reasons="lazy")
-    runs["eager"] = als.run(case.task(als), backend="eager", capture=Capture(storage=("pairs", "provrc")))
+    """The latency of each of ``ways``; ``reasons`` is that of the rerun, fm and full runs
+    (each runs: rerun's answer is what the others are checked against)."""
+    eager = bool({"eager", "compressed"} & set(ways))
+    named = [*LAZY, *["fm-lazy"] * ("fm-lazy" in ways), *["eager"] * eager]
+    log(f"{case.name}: running the task ({', '.join(named)})")
+    runs = {s: als.run(case.task(als), strategy=s, reasons=reasons) for s in LAZY}
+    if "fm-lazy" in ways:
+        runs["fm-lazy"] = als.run(case.task(als), strategy="fm", reasons="lazy")
+    if eager:
+        capture = Capture(storage=("pairs", "provrc"))
+        runs["eager"] = als.run(case.task(als), backend="eager", capture=capture)
     output = runs["rerun"].output
     names = output.columns
     rows = [tuple(r) for r in output.collect()]
@@ -163,14 +177,14 @@ def measure(
         return records
     for size in SIZES:
         n = min(size, len(rows))
-        seconds: dict[str, list[float]] = {w: [] for w in WAYS}
+        seconds: dict[str, list[float]] = {w: [] for w in ways}
         engines: set[str] = set()
         agrees = True
         for _ in range(repeat):
             chosen = rng.sample(rows, n)
             given = [dict(zip(names, r)) for r in chosen]
             counts: dict[str, dict[str, int]] = {}
-            for way in WAYS:
+            for way in ways:
                 start = time.perf_counter()
                 if way == "duckdb":
                     if reference is None:
@@ -217,14 +231,20 @@ def measure(
     return records
 
 
-def task_times(als: LineageSession, case: LatencyCase, repeat: int, log: Callable[[str], None]) -> list[dict]:
-    """Task seconds of the baseline, fm, and fm with lazy reasons, alternating per repetition."""
+def task_times(
+    als: LineageSession, case: LatencyCase, repeat: int, log: Callable[[str], None], reasons: str = "eager"
+) -> list[dict]:
+    """Task seconds of the baseline, fm (with ``reasons``), and fm with lazy reasons,
+    alternating per repetition (fm twice only when ``reasons`` is "eager")."""
     actions = {
         "baseline": lambda: baseline(als, case.task(als)),
-        "fm": lambda: als.run(case.task(als), strategy="fm", reasons="eager"),
+        "fm": lambda: als.run(case.task(als), strategy="fm", reasons=reasons),
         "fm-lazy": lambda: als.run(case.task(als), strategy="fm", reasons="lazy"),
     }
-    seconds: dict[str, list[float]] = {t: [] for t in TASKS}
+    if reasons != "eager":
+        del actions["fm-lazy"]
+    log(f"{case.name}: timing the task ({', '.join(actions)}), {repeat} times each")
+    seconds: dict[str, list[float]] = {t: [] for t in actions}
     for _ in range(repeat):
         for name, action in actions.items():
             seconds[name].append(timed(action)[0])
@@ -247,12 +267,18 @@ def task_times(als: LineageSession, case: LatencyCase, repeat: int, log: Callabl
     ]
 
 
+def _task_cell(tasks: list[dict[str, Any]], case: str, task: str) -> str:
+    found = [r for r in tasks if (r["case"], r["task"]) == (case, task)]
+    return f"{found[0]['median_s']:.2f} ({found[0]['overhead_pct']:+.0f} %)" if found else "—"
+
+
 def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
     lines = [
         "# Lineage latency, every backend beside hand-written DuckDB",
         "",
         f"Machine: {info['machine']['cpus']} CPUs, load average before/after "
         f"{info['load_before'][0]:.1f}/{info['load_after'][0]:.1f}; repeat {info['repeat']}; "
+        f"reasons={info['reasons']!r} for rerun, fm and full; "
         "medians in ms (ratio to the DuckDB reference).",
         "",
         "| case | rows | " + " | ".join(WAYS) + " | answers agree |",
@@ -266,14 +292,7 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
             "| case | " + " | ".join(TASKS) + " |",
             "|---" * (len(TASKS) + 1) + "|",
             *(
-                f"| {c} | "
-                + " | ".join(
-                    f"{r['median_s']:.2f} ({r['overhead_pct']:+.0f} %)"
-                    for t in TASKS
-                    for r in tasks
-                    if (r["case"], r["task"]) == (c, t)
-                )
-                + " |"
+                f"| {c} | " + " | ".join(_task_cell(tasks, c, t) for t in TASKS) + " |"
                 for c in dict.fromkeys(r["case"] for r in tasks)
             ),
             "",
@@ -315,7 +334,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     case_arguments(parser, "loan,tpch:Q3,tpch:Q10", "bench_latency")
     parser.add_argument("--task-time", action="store_true", help="also time the task: baseline, fm, fm-lazy")
+    parser.add_argument(
+        "--reasons",
+        choices=("eager", "auto", "lazy"),
+        default="eager",
+        help="reasons= of the rerun, fm and full runs (default eager: computed while the task runs; "
+        "auto or lazy spare the task a model's expensive reasons, and the fm run is then the fm-lazy one)",
+    )
+    parser.add_argument(
+        "--ways",
+        default=",".join(WAYS),
+        help="the ways to time (comma list; default all). Leaving out eager and compressed spares "
+        "their run, which computes every call's reasons while the task runs",
+    )
     args = parser.parse_args(argv)
+    ways = tuple(w.strip() for w in args.ways.split(",") if w.strip())
+    unknown = sorted(set(ways) - set(WAYS))
+    if unknown or not ways:
+        parser.error(f"unknown ways {unknown}: choose among {', '.join(WAYS)}")
+    if args.reasons != "eager":  # the fm run then is an fm-lazy run (under "auto", where it pays)
+        ways = tuple(w for w in ways if w != "fm-lazy")
     cases = parse_cases(args.cases, args.tpch_sf, args.cda_sf)
     out, data = Path(args.out), Path(args.data)
     out.mkdir(parents=True, exist_ok=True)
@@ -325,14 +363,19 @@ def main(argv: list[str] | None = None) -> int:
 
     als = LineageSession(store=str(data / "latency-store"), progress=lambda m: None)
     als.spark.sparkContext.setLogLevel("ERROR")
-    info: dict[str, Any] = {"machine": machine(), "repeat": args.repeat, "load_before": os.getloadavg()}
+    info: dict[str, Any] = {
+        "machine": machine(),
+        "repeat": args.repeat,
+        "reasons": args.reasons,
+        "load_before": os.getloadavg(),
+    }
     records: list[dict[str, Any]] = []
     for case in cases:
-        log(f"{case.name} @{case.scale}: registering the data and running the task 4 times")
+        log(f"{case.name} @{case.scale}: registering the data")
         case.register(als, data, args.seed)
         if args.task_time:
-            records += task_times(als, case, args.repeat, log)
-        records += measure(als, case, args.repeat, args.seed, log)
+            records += task_times(als, case, args.repeat, log, args.reasons)
+        records += measure(als, case, args.repeat, args.seed, log, args.reasons, ways)
         info["load_after"] = os.getloadavg()  # written after every case: an interruption keeps them
         (out / "bench_latency.json").write_text(
             json.dumps({**info, "records": records}, indent=2, default=str)

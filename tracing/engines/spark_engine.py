@@ -60,7 +60,7 @@ class SparkEngine:
 
     def numbered(self, targets: Settled) -> Settled:
         df: DataFrame = targets.rows
-        rows = df.toArrow()  # a few rows, settled
+        rows = targets.local if targets.local is not None else df.toArrow()  # a few rows, settled
         rows = rows.append_column(ROW_ID, pa.array(range(rows.num_rows), pa.int64()))
         schema = StructType([*df.schema.fields, StructField(ROW_ID, LongType(), False)])
         return Settled(self.spark.createDataFrame(rows, schema=schema), rows.num_rows, rows)

@@ -10,10 +10,12 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 
-def spark_session(master: str | None = None, app: str = "augmented-lineage") -> SparkSession:
+def spark_session(
+    master: str | None = None, app: str = "augmented-lineage", java_options: str | None = None
+) -> SparkSession:
     """The active session, or a new one on ``master`` (default ``$AL_SPARK_MASTER`` or
-    ``local[2]``; ``$AL_JAVA_OPTIONS`` for its JVMs). Few shuffle partitions: lineage queries
-    touch few rows."""
+    ``local[2]``) whose driver and executor JVMs get ``java_options`` (default
+    ``$AL_JAVA_OPTIONS``). Few shuffle partitions: lineage queries touch few rows."""
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
@@ -21,8 +23,8 @@ def spark_session(master: str | None = None, app: str = "augmented-lineage") -> 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this env's packages
     builder = SparkSession.builder
-    java = os.environ.get("AL_JAVA_OPTIONS")  # e.g. -XX:TieredStopAtLevel=1: a short-lived process
-    if java:  # compiles less; the driver's JVM is started by this call, so they still apply
+    java = os.environ.get("AL_JAVA_OPTIONS") if java_options is None else java_options
+    if java:  # the driver's JVM is started by this call, so its options still apply
         builder = builder.config("spark.driver.extraJavaOptions", java)
         builder = builder.config("spark.executor.extraJavaOptions", java)
     return (
@@ -44,6 +46,10 @@ def spark_session(master: str | None = None, app: str = "augmented-lineage") -> 
         .getOrCreate()
     )
 
+
+# A process that lives seconds to a minute (a question from the command line, a test's child):
+# C2's compiles of code that then runs a few times cost more than they return
+SHORT_LIVED_JAVA = "-XX:TieredStopAtLevel=1"
 
 LOOKUP_CONF = {
     # lineage queries touch few rows: adaptive planning adds a job per stage and gains nothing

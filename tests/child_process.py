@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 
-QUICK_JIT = "-XX:TieredStopAtLevel=1"
+from materialization.spark import SHORT_LIVED_JAVA
 
 
 def spark_child_env(**extra: str) -> dict[str, str]:
     """This process's environment, with ``extra``, for a child whose Spark JVMs live briefly."""
-    return {**os.environ, "AL_JAVA_OPTIONS": QUICK_JIT, **extra}
+    return {**os.environ, "AL_JAVA_OPTIONS": SHORT_LIVED_JAVA, **extra}

@@ -177,7 +177,7 @@ def _load(args: argparse.Namespace, progress: Progress) -> Run:
 
 def _open_run(args: argparse.Namespace, progress: Progress) -> Run:
     existing_store(args.store).read_run(args.run_id)  # a typo fails before Spark starts
-    return open_session(args.store, progress, args.verbose).load_run(args.run_id)
+    return open_session(args.store, progress, args.verbose, question=True).load_run(args.run_id)
 
 
 def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[AugmentedLineage]:

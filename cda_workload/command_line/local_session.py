@@ -25,12 +25,18 @@ def existing_store(store: str) -> StoreCatalog:
     return StoreCatalog(normalize_uri(store))
 
 
-def open_session(store: str, progress: Progress, verbose: bool = False) -> LineageSession:
+def open_session(
+    store: str, progress: Progress, verbose: bool = False, question: bool = False
+) -> LineageSession:
     """A session on ``store``; Spark's own log (a failed task's Java and Python traces, the
-    cause of which the command prints in one line) only with ``verbose``."""
+    cause of which the command prints in one line) only with ``verbose``. For a ``question``
+    about a stored run the JVM compiles with C1 only, unless ``$AL_JAVA_OPTIONS`` says
+    otherwise (`al lineage` on the loan example: 19.5-20.2 s → 15.0 s)."""
+    from materialization.spark import SHORT_LIVED_JAVA, spark_session
     from tracing import LineageSession  # deferred: `al --help` should not start a JVM
 
+    java = os.environ.get("AL_JAVA_OPTIONS", SHORT_LIVED_JAVA if question else None)
     with progress.working("starting Spark"):
-        als = LineageSession(store=store, progress=progress.say)
+        als = LineageSession(spark_session(java_options=java), store=store, progress=progress.say)
         als.spark.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
     return als

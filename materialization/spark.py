@@ -14,8 +14,8 @@ def spark_session(
     master: str | None = None, app: str = "augmented-lineage", java_options: str | None = None
 ) -> SparkSession:
     """The active session, or a new one on ``master`` (default ``$AL_SPARK_MASTER`` or
-    ``local[2]``) whose driver and executor JVMs get ``java_options`` (default
-    ``$AL_JAVA_OPTIONS``). Few shuffle partitions: lineage queries touch few rows."""
+    ``local[2]``) whose driver and executor JVMs get ``$AL_JAVA_OPTIONS``, or ``java_options``
+    where that is unset. Few shuffle partitions: lineage queries touch few rows."""
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
@@ -23,7 +23,7 @@ def spark_session(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this env's packages
     builder = SparkSession.builder
-    java = os.environ.get("AL_JAVA_OPTIONS") if java_options is None else java_options
+    java = os.environ.get("AL_JAVA_OPTIONS", java_options)
     if java:  # the driver's JVM is started by this call, so its options still apply
         builder = builder.config("spark.driver.extraJavaOptions", java)
         builder = builder.config("spark.executor.extraJavaOptions", java)

@@ -23,7 +23,6 @@ from cda_workload.command_line import cli_lineage
 from cda_workload.command_line.cli import main
 from cda_workload.command_line.progress import Progress
 from tests.browser import render
-from tests.child_process import spark_child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 AL = str(Path(sys.executable).with_name("al"))
@@ -76,9 +75,7 @@ def commands(
         "bad": [AL, "lineage", "r-no-such-run", "--store", store],
     }
     started = {
-        k: subprocess.Popen(
-            argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=spark_child_env()
-        )
+        k: subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for k, argv in argvs.items()
     }
     done = {}

@@ -35,7 +35,7 @@ def open_session(
     from materialization.spark import SHORT_LIVED_JAVA, spark_session
     from tracing import LineageSession  # deferred: `al --help` should not start a JVM
 
-    java = os.environ.get("AL_JAVA_OPTIONS", SHORT_LIVED_JAVA if question else None)
+    java = SHORT_LIVED_JAVA if question else None
     with progress.working("starting Spark"):
         als = LineageSession(spark_session(java_options=java), store=store, progress=progress.say)
         als.spark.sparkContext.setLogLevel("ERROR" if verbose else "OFF")

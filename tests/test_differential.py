@@ -119,6 +119,9 @@ class Lineage:
         return sum(len(rows) for rows in self.source.values())
 
 
+Asked = tuple[AugmentedLineage, Lineage]  # an answer and its comparable view
+
+
 @dataclass
 class TaskRuns:
     task_id: str
@@ -126,23 +129,30 @@ class TaskRuns:
     plain: Counter
     runs: dict[str, Run]
     outputs: dict[str, tuple[list[str], Counter]]
-    _lineage: dict[tuple[str, ...], Lineage | Exception] = field(default_factory=dict)
+    _answers: dict[tuple[str, ...], Asked | Exception] = field(default_factory=dict)
     traced: Traced | None = None  # every distinct output row's eager lineage (trace_rows), once
 
     def lineage(self, strategy: str, target: str, engine: str = "auto") -> Lineage:
         """Lineage of ``target`` (a key of TARGETS) in the ``strategy`` run, asked once
         (lazy runs: with the tracing queries run by ``engine``)."""
+        return self._asked(strategy, target, engine)[1]
+
+    def answer(self, strategy: str, target: str, engine: str = "auto") -> AugmentedLineage:
+        """The answer itself that :meth:`lineage` views, for checks that read more of it."""
+        return self._asked(strategy, target, engine)[0]
+
+    def _asked(self, strategy: str, target: str, engine: str) -> Asked:
         how = {"backend": strategy} if strategy in CAPTURED else {"backend": "lazy", "engine": engine}
         key = (self.runs[strategy].id, target, *how.values())  # fm may be the rerun run, full the eager
-        if key not in self._lineage:
+        if key not in self._answers:
             try:
                 lin = self.runs[strategy].lineage(**dict(TARGETS[target], **how))
-                self._lineage[key] = Lineage.of(lin)
+                self._answers[key] = (lin, Lineage.of(lin))
                 if how.get("engine") == "auto" and lin.engine:  # the same question to the engine chosen
-                    self._lineage.setdefault((*key[:-1], lin.engine), self._lineage[key])
+                    self._answers.setdefault((*key[:-1], lin.engine), self._answers[key])
             except Exception as exc:  # remembered: a failing lineage query fails its tests fast
-                self._lineage[key] = exc
-        found = self._lineage[key]
+                self._answers[key] = exc
+        found = self._answers[key]
         if isinstance(found, Exception):
             raise found
         return found
@@ -156,6 +166,7 @@ class Suite:
         self.als = als
         self._runs: dict[str, TaskRuns | Exception] = {}
         self._tables: dict[str, set[str]] = {}
+        self._ids: dict[tuple[str, tuple[str, ...]], set[tuple]] = {}
 
     def runs(self, task_id: str) -> TaskRuns:
         if task_id not in self._runs:
@@ -205,6 +216,12 @@ class Suite:
         if table not in self._tables:
             self._tables[table] = {_key(r.asDict()) for r in self.als.table(table).collect()}
         return self._tables[table]
+
+    def table_ids(self, table: str, key: tuple[str, ...]) -> set[tuple]:
+        """The ids (``key``'s values) of every row of ``table``, read once."""
+        if (table, key) not in self._ids:
+            self._ids[table, key] = {tuple(row) for row in self.als.table(table).select(*key).collect()}
+        return self._ids[table, key]
 
 
 @pytest.fixture(scope="module")
@@ -347,7 +364,7 @@ def test_tracing_engines_agree(suite: Suite, task_id: str) -> None:
     r = suite.runs(task_id)
     in_process = r.lineage("rerun", "pair", engine="in-process")
     assert in_process == r.lineage("rerun", "pair", engine="spark"), "the engines disagree"
-    check_rows_apart(r.runs["rerun"], r.runs["rerun"].lineage(**TARGETS["pair"]), engine="in-process")
+    check_rows_apart(r.runs["rerun"], r.answer("rerun", "pair", engine="in-process"), engine="in-process")
     for strategy in ("full", "fm"):
         assert r.lineage(strategy, "pair", engine="in-process") == in_process, strategy
 
@@ -498,7 +515,7 @@ def trace_rows(r: TaskRuns) -> Traced:
     source: dict[tuple, dict[str, set[tuple]]] = {}
     calls: dict[tuple, set[tuple[str, str, str]]] = {}
     keys: dict[str, tuple[str, ...]] = {}
-    whole = run.lineage()
+    whole = r.answer("eager", "all")
     apart = {_key(one.to_dict()["targets"][0]): one for one in (whole.rows if len(whole) > 1 else [whole])}
     for o in sorted(bag, key=_key):
         lin = apart[_key(dict(zip(columns, o)))]
@@ -541,7 +558,7 @@ def test_forward_inverts_backward(suite: Suite, task_id: str) -> None:
         seen = set().union(*(s.get(table, set()) for s in traced.source.values()))
         in_all = {tuple(row[k] for k in key) for row in everything.source.get(table, [])}
         assert seen == in_all, f"{table}: the lineage of all rows is not the union of the rows' lineage"
-        every = {tuple(row) for row in suite.als.table(table).select(*key).collect()}
+        every = suite.table_ids(table, key)
         picked = sorted(seen, key=_key)[:3] + sorted(every - seen, key=_key)[:1]
         for row_id in picked:
             expected = traced.depending_on_row(table, row_id)

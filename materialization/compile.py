@@ -44,7 +44,22 @@ def sql_col(expr: Expr) -> Column:
 
 
 def ref(col_id: str) -> Column:
-    return F.col(f"`{col_id}`")
+    return F.col(ident(col_id))
+
+
+# Building a select list as SQL text costs one JVM round trip per item (Spark parses it);
+# as Column objects it costs four (``F.col``/``F.expr`` look their function up twice, then
+# ``alias``): plan building was most of a question's round trips on the Spark engine.
+
+
+def ident(name: str) -> str:
+    """``name`` as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def aliased(sql: str, name: str) -> str:
+    """A select item: the expression ``sql`` under ``name``."""
+    return f"({sql}) AS {ident(name)}"
 
 
 def null_safe_match(
@@ -56,10 +71,11 @@ def null_safe_match(
     Null-safe: a plain ``=`` silently drops rows whose key is null.
     """
     matched = [f"__m{i}" for i in range(len(on))]
-    renamed = right.select(*[ref(v).alias(m) for v, m in zip(on.values(), matched)], *map(ref, carry))
+    keys = [aliased(ident(v), m) for v, m in zip(on.values(), matched)]
+    renamed = right.selectExpr(*keys, *map(ident, carry))
     if not on:
         return left.crossJoin(renamed)
-    cond = reduce(lambda a, b: a & b, [ref(k).eqNullSafe(F.col(m)) for k, m in zip(on, matched)])
+    cond = F.expr(" AND ".join(f"{ident(k)} <=> {ident(m)}" for k, m in zip(on, matched)))
     joined = left.join(renamed, cond, how)
     return joined.drop(*matched) if carry else joined
 
@@ -67,14 +83,14 @@ def null_safe_match(
 def read_columns(spark: SparkSession, path: str, cols: Sequence[tuple[str, str]]) -> DataFrame:
     """The named (column, Spark type) of a Parquet directory: with the schema given, Spark
     runs no job to infer it from the files."""
-    schema = ", ".join(f"`{name.replace('`', '``')}` {dtype}" for name, dtype in cols)
+    schema = ", ".join(f"{ident(name)} {dtype}" for name, dtype in cols)
     return spark.read.schema(schema).parquet(path)
 
 
 def read_source(spark: SparkSession, source: Source) -> DataFrame:
     """A source snapshot with its columns renamed to their ids."""
     df = read_columns(spark, source.snapshot, [(c.name, c.dtype) for c in source.cols])
-    return df.select(*[F.col(f"`{c.name}`").alias(c.id) for c in source.cols])
+    return df.toDF(*[c.id for c in source.cols])
 
 
 def tags_of(df: DataFrame) -> list[str]:
@@ -104,11 +120,11 @@ class Compiler:
 
     def _selection(self, node: Selection) -> DataFrame:
         cond = " AND ".join(f"({e.sql})" for e in node.condition)
-        return self.compile(node.child).filter(F.expr(cond))
+        return self.compile(node.child).filter(cond)
 
     def _projection(self, node: Projection) -> DataFrame:
         df = self.compile(node.child)
-        return df.select(*[sql_col(e).alias(c.id) for c, e in node.outputs], *tags_of(df))
+        return df.selectExpr(*[aliased(e.sql, c.id) for c, e in node.outputs], *map(ident, tags_of(df)))
 
     def _join(self, node: Join) -> DataFrame:
         frames = [self.compile(child) for child in node.inputs]
@@ -117,7 +133,7 @@ class Compiler:
             cond = conjunction(node.condition)
             kept = frames[0].join(frames[1], cond if cond is not None else F.lit(True), "left_semi")
             if probe:
-                kept = kept.withColumn(probe, F.struct(*[ref(c.id) for c in node.probe_columns()]))
+                kept = kept.withColumn(probe, struct_of([c.id for c in node.probe_columns()]))
             return kept
         pending = list(node.condition)
         available = {c.id for c in node.inputs[0].columns}
@@ -130,33 +146,37 @@ class Compiler:
             df = df.join(frame, cond, "inner") if cond is not None else df.crossJoin(frame)
         if node.semi:  # tagged: keep the right input's tags, not its columns
             keep = [c.id for c in node.inputs[0].columns] + tags_of(df)
-            df = df.select(*[ref(c) for c in keep])
+            df = df.selectExpr(*map(ident, keep))
         return df
 
     def _generate(self, node: Generate) -> DataFrame:
         df = self.compile(node.child)
-        return df.select("*", F.expr(node.generator.sql).alias(*[c.id for c in node.outputs]))
+        names = ", ".join(ident(c.id) for c in node.outputs)
+        aliases = names if len(node.outputs) == 1 else f"({names})"
+        return df.selectExpr("*", f"{node.generator.sql} AS {aliases}")
 
     def _aggregation(self, node: Aggregation) -> DataFrame:
         df = self.compile(node.child)
-        keys = [sql_col(e).alias(c.id) for c, e in node.keys]
-        aggs = [sql_col(e).alias(c.id) for c, e in node.aggregates]
-        grouped = df.groupBy(*keys).agg(*aggs) if aggs else df.select(*keys).distinct()
-        return grouped.select(*[ref(c.id) for c in node.columns])
+        keys = [aliased(e.sql, c.id) for c, e in node.keys]
+        aggs = [F.expr(aliased(e.sql, c.id)) for c, e in node.aggregates]
+        grouped = df.groupBy(*map(F.expr, keys)).agg(*aggs) if aggs else df.selectExpr(*keys).distinct()
+        return grouped.selectExpr(*[ident(c.id) for c in node.columns])
 
     def _union(self, node: Union) -> DataFrame:
         frames = []
         for child in node.inputs:
             df = self.compile(child)
             pairs = zip(child.match_columns(), node.outputs)
-            frames.append(df.select(*[ref(s.id).alias(o.id) for s, o in pairs], *tags_of(df)))
+            renamed = [aliased(ident(s.id), o.id) for s, o in pairs]
+            frames.append(df.selectExpr(*renamed, *map(ident, tags_of(df))))
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=self.tagged), frames)
 
     def _difference(self, node: Difference) -> DataFrame:
         left_cols = [c.id for c in node.left.match_columns()]
-        left = self.compile(node.left).select(*[ref(c) for c in left_cols])
+        left = self.compile(node.left).selectExpr(*map(ident, left_cols))
         right = self.compile(node.right)
-        right = right.select(*[ref(s.id).alias(t) for s, t in zip(node.right.match_columns(), left_cols)])
+        pairs = zip(node.right.match_columns(), left_cols)
+        right = right.selectExpr(*[aliased(ident(s.id), t) for s, t in pairs])
         if node.kind == "all":
             return left.exceptAll(right)
         if node.kind == "distinct":
@@ -188,6 +208,11 @@ def pinned(udf: ReasoningUDF, mode: str) -> Any:
     return udf.spark_udf(mode).asNondeterministic()
 
 
+def struct_of(col_ids: Sequence[str]) -> Column:
+    """A struct of the columns ``col_ids`` (its fields named by them)."""
+    return F.expr(f"struct({', '.join(map(ident, col_ids))})")
+
+
 def conjunction(exprs: list[Expr] | tuple[Expr, ...]) -> Column | None:
     if not exprs:
         return None
@@ -212,4 +237,4 @@ def _sort_column(key: SortKey) -> Column:
 
 def visible(task: Task, df: DataFrame) -> DataFrame:
     """The user's view of a root result: the task's output columns under their own names."""
-    return df.select(*[ref(c.id).alias(c.name) for c in task.output])
+    return df.selectExpr(*[aliased(ident(c.id), c.name) for c in task.output])

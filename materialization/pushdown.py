@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from materialization.compile import ROW_ID, null_safe_match
+from materialization.compile import ROW_ID, ident, null_safe_match
 from segmenter.operators import (
     Aggregation,
     Difference,
@@ -60,7 +60,7 @@ class Restriction:
         """The values' ``cols``, broadcast when there are few: each distinct once, except
         that a broadcast semi-join's values need not be (a duplicate matches nothing more,
         and their distinct would cost a shuffle job where the values are a local relation)."""
-        values = self.values.select(*dict.fromkeys(cols))
+        values = self.values.selectExpr(*map(ident, dict.fromkeys(cols)))
         if self.rows > BROADCAST_ROWS:
             return values.distinct()
         return F.broadcast(values.distinct() if distinct else values)

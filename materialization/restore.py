@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from materialization.compile import Compiler, read_columns, read_source, ref
+from materialization.compile import Compiler, ident, read_columns, read_source
 from materialization.pushdown import Restriction, push_to_leaves
 from segmenter.operators import Node, Source
 from segmenter.segments import Segment
@@ -35,8 +35,8 @@ class Restorer:
         path = self.stored_path(seg)
         if path is not None:  # an eager run stores lineage columns beside the segment's own
             cols = seg.top.columns
-            df = read_columns(self.spark, path, [(c.id, c.dtype) for c in cols]).select(
-                *[ref(c.id) for c in cols]
+            df = read_columns(self.spark, path, [(c.id, c.dtype) for c in cols]).selectExpr(
+                *[ident(c.id) for c in cols]
             )
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)

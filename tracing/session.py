@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization.capture import Capture
-from materialization.compile import read_columns, ref, visible
+from materialization.compile import aliased, ident, read_columns, ref, visible
 from materialization.compressed_index import COMPRESSED
 from materialization.execute import execute_run, translate_task_errors
 from materialization.formulas import VAR, refuse_unsound, root_vars
@@ -313,7 +313,7 @@ class Run:
         """The root's rows by column id (an eager run stores lineage columns beside them)."""
         cols = self.task.root.columns
         df = read_columns(self.session.spark, self._output_path, [(c.id, c.dtype) for c in cols])
-        return df.select(*[ref(c.id) for c in cols])
+        return df.selectExpr(*[ident(c.id) for c in cols])
 
     def _index(self, backend: str) -> EagerIndex:
         """The run's captured indexes as kept for ``backend`` (eager: Parquet pairs,
@@ -597,7 +597,7 @@ class Run:
             except NotInProcess:
                 pass  # a predicate DuckDB might judge otherwise: Spark chooses
         df, count, local = settle(self._choose(where, rows, sample, seed))
-        ids = df.select(*[ref(c.id) for c in self.task.root.columns])
+        ids = df.selectExpr(*[ident(c.id) for c in self.task.root.columns])
         rows = (local if local is not None else ids.toArrow()).select(ids.columns)
         return Settled(tracer.targets(ids, rows), count, rows), df
 
@@ -625,7 +625,9 @@ class Run:
 
     def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:
         out = self._stored_output
-        named = out.select(*out.columns, *[ref(c.id).alias(c.name) for c in self.task.output])
+        named = out.selectExpr(
+            *map(ident, out.columns), *[aliased(ident(c.id), c.name) for c in self.task.output]
+        )
         if where is not None:
             chosen = filter_where(named, where)
         elif rows is not None:
@@ -636,7 +638,7 @@ class Run:
             chosen = named.orderBy(order).limit(sample)
         else:
             chosen = named
-        return chosen.select(*out.columns)
+        return chosen.selectExpr(*map(ident, out.columns))
 
     def _given_rows(self, rows: Any) -> list[dict[str, Any]]:
         """``rows=`` (dicts by output column name, or tuples of every value in order), checked,

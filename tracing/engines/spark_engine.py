@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from materialization.compile import ROW_ID, Compiler, conjunction, ref
+from materialization.compile import ROW_ID, Compiler, aliased, conjunction, ident, struct_of
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import local_frame, settle
@@ -26,6 +26,23 @@ class SparkEngine:
     def __init__(self, restorer: Restorer) -> None:
         self.restorer = restorer
         self.spark = restorer.spark
+        # DataFrames this engine made from rows it collected, with those rows: their source
+        # rows are renamed in process rather than by a Spark job (see :meth:`named`)
+        self._held: dict[int, tuple[DataFrame, pa.Table]] = {}
+        self._renamed: dict[int, tuple[pa.Table, DataFrame]] = {}  # named() in process: as a frame
+
+    def _holding(self, df: DataFrame, rows: pa.Table) -> DataFrame:
+        self._held[id(df)] = (df, rows)
+        return df
+
+    def _settled(self, rows: pa.Table, schema: StructType) -> Settled:
+        """``rows``, collected here, as a Spark local relation of ``schema``."""
+        df = self.spark.createDataFrame(rows, schema=schema)
+        return Settled(self._holding(df, rows), rows.num_rows, rows)
+
+    def _rows_of(self, df: DataFrame) -> pa.Table | None:
+        held = self._held.get(id(df))
+        return held[1] if held is not None and held[0] is df else None
 
     def targets(self, df: DataFrame, local: pa.Table) -> DataFrame:
         return df
@@ -40,7 +57,7 @@ class SparkEngine:
         return rows  # inputs are restored in reasoning mode
 
     def tagged(self, rel: DataFrame, tag: str, cols: Sequence[Col]) -> DataFrame:
-        return rel.withColumn(tag, F.struct(*[ref(c.id) for c in cols]))
+        return rel.withColumn(tag, struct_of([c.id for c in cols]))
 
     def body(self, node: Node, inputs: dict[int, DataFrame], probes: dict[int, str]) -> DataFrame:
         compiler = Compiler(self.spark, tagged=True, inputs=lambda n: inputs.get(id(n)), probes=probes)
@@ -50,7 +67,7 @@ class SparkEngine:
         if ROW_ID not in probes.rows.columns:
             return rel.join(probes.rows, conjunction(condition), "left_semi")
         joined = rel.join(probes.rows, conjunction(condition), "inner")
-        return joined.select(*map(ref, rel.columns), ref(ROW_ID))
+        return joined.selectExpr(*map(ident, rel.columns), ident(ROW_ID))
 
     def with_keys(self, rel: DataFrame, keys: Sequence[tuple[Col, Expr]]) -> DataFrame:
         return rel.withColumns({c.id: F.expr(e.sql) for c, e in keys})
@@ -63,15 +80,16 @@ class SparkEngine:
         rows = targets.local if targets.local is not None else df.toArrow()  # a few rows, settled
         rows = rows.append_column(ROW_ID, pa.array(range(rows.num_rows), pa.int64()))
         schema = StructType([*df.schema.fields, StructField(ROW_ID, LongType(), False)])
-        return Settled(self.spark.createDataFrame(rows, schema=schema), rows.num_rows, rows)
+        return self._settled(rows, schema)
 
     def renumbered(self, rows: DataFrame, start: int) -> tuple[DataFrame, pa.Table]:
         fresh = renumber(rows.toArrow(), start)
-        return local_frame(rows, fresh.drop_columns([PARENT])), fresh
+        kept = fresh.drop_columns([PARENT])
+        return self._holding(local_frame(rows, kept), kept), fresh
 
     def settle(self, rel: DataFrame) -> Settled:
         rows, count, local = settle(rel)
-        return Settled(rows, count, local)
+        return Settled(rows if local is None else self._holding(rows, local), count, local)
 
     def split(self, settled: Settled, tag: str) -> Settled:
         """On the driver when the joined rows were collected, else one distinct pass."""
@@ -93,17 +111,35 @@ class SparkEngine:
         rows = pa.Table.from_struct_array(picked.column(tag).combine_chunks())
         if numbered:
             rows = rows.append_column(ROW_ID, picked.column(ROW_ID))
-        return Settled(self.spark.createDataFrame(rows, schema=schema), rows.num_rows, rows)
+        return self._settled(rows, schema)
 
-    def named(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame:
-        named = rel.select(*[ref(c.id).alias(c.name) for c in cols], *[ROW_ID] * (ROW_ID in rel.columns))
-        return named.distinct() if distinct else named
+    def named(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame | pa.Table:
+        """``cols`` of ``rel`` under their names; rows this engine holds are renamed in
+        process (Arrow), where no distinct is asked for (a Spark job each before)."""
+        held = self._rows_of(rel)
+        if held is None or distinct:
+            return self._named_frame(rel, cols, distinct)
+        ids = [c.id for c in cols] + [ROW_ID] * (ROW_ID in held.column_names)
+        names = [c.name for c in cols] + ids[len(cols) :]
+        nullable = {f.name: f.nullable for f in rel.schema.fields}  # known here: made from the rows
+        fields = [pa.field(n, held.schema.field(i).type, nullable[i]) for i, n in zip(ids, names)]
+        picked = pa.Table.from_arrays([held.column(i) for i in ids], schema=pa.schema(fields))  # as toArrow()
+        self._renamed[id(picked)] = (picked, self._named_frame(rel, cols, distinct))
+        return picked
 
-    def union_distinct(self, rels: list[Any]) -> DataFrame:
-        df = rels[0]
-        for other in rels[1:]:
+    def _named_frame(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame:
+        row_id = [ident(ROW_ID)] * (ROW_ID in rel.columns)
+        out = rel.selectExpr(*[aliased(ident(c.id), c.name) for c in cols], *row_id)
+        return out.distinct() if distinct else out
+
+    def union_distinct(self, rels: list[Any]) -> DataFrame | pa.Table:
+        if len(rels) == 1:
+            return rels[0]
+        frames = [r if isinstance(r, DataFrame) else self._renamed[id(r)][1] for r in rels]
+        df = frames[0]
+        for other in frames[1:]:
             df = df.unionByName(other)
-        return df.distinct() if len(rels) > 1 else df
+        return df.distinct()
 
 
 def _frozen(value: Any) -> Any:

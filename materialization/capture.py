@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from materialization.compile import TAG_PREFIX, Compiler, read_source, ref, sql_col, tags_of
+from materialization.compile import TAG_PREFIX, Compiler, aliased, ident, read_source, sql_col, tags_of
 from segmenter.errors import LineageError
 from segmenter.operators import Aggregation, Join, Node, Source, Task
 from segmenter.segments import Segment
@@ -130,8 +130,8 @@ class Capture:
 def lid_of(col_ids: Sequence[str]) -> Column:
     """The lineage id of a row: a hash of its identifying values, nulls told apart (Spark's
     hash skips nulls, so (NULL, 1) and (1, NULL) would collide without the null flags)."""
-    cols = [ref(c) for c in col_ids]
-    return F.xxhash64(F.lit(0), *cols, *[c.isNull() for c in cols])
+    cols = [ident(c) for c in col_ids]
+    return F.expr(f"xxhash64({', '.join(['0', *cols, *(f'{c} IS NULL' for c in cols)])})")
 
 
 def lid_columns(seg: Segment) -> list[str]:
@@ -166,15 +166,15 @@ class Capturer:
         lineage id of a child segment's row (read back from where the child was stored)."""
         tag = f"{TAG_PREFIX}{j}"
         if child_output is not None:
-            cols = [ref(c.id) for c in leaf.columns]
-            return child_output.select(*cols, ref(LID).alias(tag))
+            return child_output.selectExpr(*[ident(c.id) for c in leaf.columns], aliased(ident(LID), tag))
         assert isinstance(leaf, Source)
         df = read_source(self.spark, leaf)
         attrs = self.plan.get(leaf.table)
         if attrs is None:
             return df
         by_name = {c.name: c.id for c in leaf.cols}
-        return df.withColumn(tag, F.struct(*[ref(by_name[a]).alias(a) for a in attrs]))
+        fields = ", ".join(f"{_string(a)}, {ident(by_name[a])}" for a in attrs)
+        return df.withColumn(tag, F.expr(f"named_struct({fields})"))
 
     def segment(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         if seg.is_d:
@@ -231,19 +231,20 @@ def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collec
     aggregation of a chain concatenates the lists of the groups below it. Lists, not sets:
     hashing every id costs more than the duplicates (a join repeats a dimension row's tag)
     that the index builder removes anyway."""
-    keys = [sql_col(e).alias(c.id) for c, e in agg.keys]
-    aggs = [sql_col(e).alias(c.id) for c, e in agg.aggregates]
-
-    def carried(tag: str) -> Column:
-        if collected:
-            return F.flatten(F.collect_list(ref(tag))).alias(tag)
-        return F.collect_list(ref(tag)).alias(tag)
-
+    keys = [aliased(e.sql, c.id) for c, e in agg.keys]
+    aggs = [aliased(e.sql, c.id) for c, e in agg.aggregates]
+    listed = "flatten(collect_list({}))" if collected else "collect_list({})"
+    carried = [aliased(listed.format(ident(t)), t) for t in tags]
     if aggs or tags:
-        grouped = df.groupBy(*keys).agg(*aggs, *[carried(t) for t in tags])
+        grouped = df.groupBy(*map(F.expr, keys)).agg(*map(F.expr, [*aggs, *carried]))
     else:
-        grouped = df.select(*keys).distinct()
-    return grouped.select(*[ref(c.id) for c in agg.columns], *tags)
+        grouped = df.selectExpr(*keys).distinct()
+    return grouped.selectExpr(*[ident(c.id) for c in agg.columns], *map(ident, tags))
+
+
+def _string(text: str) -> str:
+    """``text`` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _untagged(inputs: dict[int, DataFrame]) -> dict[int, DataFrame]:

@@ -26,7 +26,16 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from materialization.compile import TAG_PREFIX, Compiler, aliased, ident, read_source, sql_col, tags_of
+from materialization.compile import (
+    TAG_PREFIX,
+    Compiler,
+    aliased,
+    grouped,
+    ident,
+    read_source,
+    sql_col,
+    tags_of,
+)
 from segmenter.errors import LineageError
 from segmenter.operators import Aggregation, Join, Node, Source, Task
 from segmenter.segments import Segment
@@ -235,11 +244,8 @@ def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collec
     aggs = [aliased(e.sql, c.id) for c, e in agg.aggregates]
     listed = "flatten(collect_list({}))" if collected else "collect_list({})"
     carried = [aliased(listed.format(ident(t)), t) for t in tags]
-    if aggs or tags:
-        grouped = df.groupBy(*map(F.expr, keys)).agg(*map(F.expr, [*aggs, *carried]))
-    else:
-        grouped = df.selectExpr(*keys).distinct()
-    return grouped.selectExpr(*[ident(c.id) for c in agg.columns], *map(ident, tags))
+    out = grouped(df, keys, [*aggs, *carried])
+    return out.selectExpr(*[ident(c.id) for c in agg.columns], *map(ident, tags))
 
 
 def _string(text: str) -> str:

@@ -158,9 +158,8 @@ class Compiler:
     def _aggregation(self, node: Aggregation) -> DataFrame:
         df = self.compile(node.child)
         keys = [aliased(e.sql, c.id) for c, e in node.keys]
-        aggs = [F.expr(aliased(e.sql, c.id)) for c, e in node.aggregates]
-        grouped = df.groupBy(*map(F.expr, keys)).agg(*aggs) if aggs else df.selectExpr(*keys).distinct()
-        return grouped.selectExpr(*[ident(c.id) for c in node.columns])
+        aggs = [aliased(e.sql, c.id) for c, e in node.aggregates]
+        return grouped(df, keys, aggs).selectExpr(*[ident(c.id) for c in node.columns])
 
     def _union(self, node: Union) -> DataFrame:
         frames = []
@@ -206,6 +205,14 @@ def pinned(udf: ReasoningUDF, mode: str) -> Any:
     in the operator tree: otherwise a filter on its value is pushed below joins and the model
     runs on many more rows than the task (and the stored intermediates) account for."""
     return udf.spark_udf(mode).asNondeterministic()
+
+
+def grouped(df: DataFrame, keys: Sequence[str], aggs: Sequence[str]) -> DataFrame:
+    """``df`` grouped by the select items ``keys`` with the aggregate items ``aggs`` (none:
+    the distinct keys)."""
+    if not aggs:
+        return df.selectExpr(*keys).distinct()
+    return df.groupBy(*map(F.expr, keys)).agg(*map(F.expr, aggs))
 
 
 def struct_of(col_ids: Sequence[str]) -> Column:

@@ -27,9 +27,10 @@ class SparkEngine:
         self.restorer = restorer
         self.spark = restorer.spark
         # DataFrames this engine made from rows it collected, with those rows: their source
-        # rows are renamed in process rather than by a Spark job (see :meth:`named`)
+        # rows are renamed in process rather than by a Spark job (see :meth:`named`). Each
+        # dict keeps its keys' objects alive, so an id names one object.
         self._held: dict[int, tuple[DataFrame, pa.Table]] = {}
-        self._renamed: dict[int, tuple[pa.Table, DataFrame]] = {}  # named() in process: as a frame
+        self._renamed: dict[int, tuple[pa.Table, DataFrame, Sequence[Col]]] = {}  # named() in process
 
     def _holding(self, df: DataFrame, rows: pa.Table) -> DataFrame:
         self._held[id(df)] = (df, rows)
@@ -42,7 +43,7 @@ class SparkEngine:
 
     def _rows_of(self, df: DataFrame) -> pa.Table | None:
         held = self._held.get(id(df))
-        return held[1] if held is not None and held[0] is df else None
+        return held[1] if held is not None else None
 
     def targets(self, df: DataFrame, local: pa.Table) -> DataFrame:
         return df
@@ -124,7 +125,7 @@ class SparkEngine:
         nullable = {f.name: f.nullable for f in rel.schema.fields}  # known here: made from the rows
         fields = [pa.field(n, held.schema.field(i).type, nullable[i]) for i, n in zip(ids, names)]
         picked = pa.Table.from_arrays([held.column(i) for i in ids], schema=pa.schema(fields))  # as toArrow()
-        self._renamed[id(picked)] = (picked, self._named_frame(rel, cols, distinct))
+        self._renamed[id(picked)] = (picked, rel, cols)  # its frame is built only if a union needs it
         return picked
 
     def _named_frame(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame:
@@ -132,10 +133,15 @@ class SparkEngine:
         out = rel.selectExpr(*[aliased(ident(c.id), c.name) for c in cols], *row_id)
         return out.distinct() if distinct else out
 
+    def _frame_of(self, renamed: pa.Table) -> DataFrame:
+        """The Spark frame of rows :meth:`named` renamed in process."""
+        _, rel, cols = self._renamed[id(renamed)]
+        return self._named_frame(rel, cols, False)
+
     def union_distinct(self, rels: list[Any]) -> DataFrame | pa.Table:
         if len(rels) == 1:
             return rels[0]
-        frames = [r if isinstance(r, DataFrame) else self._renamed[id(r)][1] for r in rels]
+        frames = [r if isinstance(r, DataFrame) else self._frame_of(r) for r in rels]
         df = frames[0]
         for other in frames[1:]:
             df = df.unionByName(other)

@@ -40,6 +40,8 @@ MAX_SQL_CHARS = 20_000  # a composed relation's text longer than this is compute
 class Frames(Protocol):
     """Relations of (``__lid``, …) pairs and the steps the index builder composes them by."""
 
+    in_process: bool  # composes in this process over a local store, as a question can
+
     def read(self, path: str) -> Any:
         """A Parquet directory of the store."""
 
@@ -102,6 +104,8 @@ class Frames(Protocol):
 
 class SparkFrames:
     """Spark DataFrames: any store, any size."""
+
+    in_process = False
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -208,6 +212,8 @@ _DUCK_TYPES = {"int": "INTEGER", "long": "BIGINT", "string": "VARCHAR"}
 class DuckFrames:
     """DuckDB in this process over the store's local files: a relation is a SELECT's text,
     run when written or read back (DuckDB plans the whole composition at once)."""
+
+    in_process = True
 
     def __init__(self) -> None:
         # a build that outgrows memory spills here, not into the working folder; removed

@@ -300,7 +300,10 @@ class IndexBuilder:
             out["backward"] = self._write(source, f"eager/backward/{name}", [LID])
             source = self._read(out["backward"]["dir"])  # re-sorting written pairs beats recomposing
         if "forward" in self.capture.directions:
-            out["forward"] = self._write(source, f"eager/forward/{name}", attrs, as_is="backward" in out)
+            if "backward" in out and self.f.in_process:  # sorted by the first forward question
+                out["forward"] = {"dir": f"forward/{name}", "deferred": True, "bytes": 0}
+            else:
+                out["forward"] = self._write(source, f"eager/forward/{name}", attrs, as_is="backward" in out)
         return out
 
     def _write(self, rel: Any, path: str, order: list[str], as_is: bool = False) -> dict[str, Any]:

@@ -4,8 +4,9 @@ the file, never a silently different answer.
 A run's record lists the size and sha256 of every file the run wrote (``files``) and, for each
 source snapshot it read, the digest of that snapshot's own list (``inputs``); a snapshot's
 ``_al_source.json`` lists its data files. Caches written after a run (computed reasons,
-region lineage) carry their digests with them: a reasons file is named by its sha256, a region
-folder holds a ``files.json``. A digest is not a signature: it catches a damaged or edited
+region lineage, forward indexes sorted by a first forward question) carry their digests with
+them: a reasons file is named by its sha256, a region or forward-index folder holds a
+``files.json``. A digest is not a signature: it catches a damaged or edited
 file, not an editor who also rewrites the records that list it.
 
 Files are read through pyarrow's file systems (no Spark), hashed once per process and state.
@@ -26,8 +27,9 @@ import pyarrow.fs as pafs
 from materialization.catalog import STAGING, StoreCatalog, StoreError
 
 Files = dict[str, list]  # relative path -> [bytes, sha256]
-CACHES = ("reasons", "regions")  # folders of a run written after it, each checked on its own
-DIGESTS = "files.json"  # in a stored region folder: its files' sizes and sha256
+CACHES = ("reasons", "regions", "forward")  # folders of a run written after it, each checked on its own
+LISTED_CACHES = ("regions", "forward")  # caches whose every folder holds a DIGESTS list
+DIGESTS = "files.json"  # in a stored region or forward-index folder: its files' sizes and sha256
 RECORDS = ("run.json", "_al_source.json", "OWNER.json", DIGESTS)  # not in the lists
 NAMED = re.compile(r"[0-9a-f]{64}\.parquet")  # a cache file named by its content's sha256
 _SEEN: dict[tuple[str, int, int], str] = {}  # (path, bytes, mtime ns) -> sha256, hashed already
@@ -195,12 +197,15 @@ def verify(catalog: StoreCatalog, run_ids: list[str] | None) -> list[Verified]:
         run_dir = f"{catalog.root}/runs/{run_id}"
         for cache in subfolders(catalog.fs, f"{run_dir}/reasons"):
             check.named(cache.path, f"runs/{run_id}/reasons/{cache.base_name}")
-        for region in subfolders(catalog.fs, f"{run_dir}/regions"):
-            shown = f"runs/{run_id}/regions/{region.base_name}"
-            try:
-                check.folder(region.path, _json(catalog.fs, f"{region.path}/{DIGESTS}"), shown)
-            except (OSError, ValueError, AttributeError):
-                check.problems.append(f"{shown}/{DIGESTS} is missing or damaged")
+        for kind in LISTED_CACHES:
+            for cache in subfolders(catalog.fs, f"{run_dir}/{kind}"):
+                if cache.base_name.startswith("."):  # still being built, or left by a killed build
+                    continue
+                shown = f"runs/{run_id}/{kind}/{cache.base_name}"
+                try:
+                    check.folder(cache.path, _json(catalog.fs, f"{cache.path}/{DIGESTS}"), shown)
+                except (OSError, ValueError, AttributeError):
+                    check.problems.append(f"{shown}/{DIGESTS} is missing or damaged")
         found.append(Verified(f"run {run_id}", check.problems, check.hashed, note))
     if run_ids is None:
         for table in subfolders(catalog.fs, f"{catalog.root}/sources"):

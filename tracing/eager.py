@@ -32,6 +32,7 @@ from tracing.allowed_sql import check_where
 from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
+from tracing.forward_index import forward_index
 from tracing.lineage import (
     PER_ROW_MAX,
     SEGMENT,
@@ -72,18 +73,18 @@ class ParquetPairs:
         self.run_dir = run_dir
         self.meta = meta
         self.names = sorted(meta["indexes"])
-
-    def _index(self, name: str, direction: str) -> str:
-        return f"{self.run_dir}/{self.meta['indexes'][name][direction]['dir']}"
+        self._forward: dict[str, str] = {}  # index name -> the folder its forward lookups read
 
     def backward(self, name: str, lids: pa.Table) -> pa.Table:
         return self.backward_pairs(name, lids).drop_columns([LID])
 
     def backward_pairs(self, name: str, lids: pa.Table) -> pa.Table:
-        return self.reader.lookup(self._index(name, "backward"), lids)
+        return self.reader.lookup(f"{self.run_dir}/{self.meta['indexes'][name]['backward']['dir']}", lids)
 
     def forward(self, name: str, keys: pa.Table) -> set[int]:
-        found = self.reader.lookup(self._index(name, "forward"), keys, [(LID, LID)])
+        if name not in self._forward:
+            self._forward[name] = forward_index(self.run_dir, name, self.meta["indexes"][name])
+        found = self.reader.lookup(self._forward[name], keys, [(LID, LID)])
         return set(found.column(LID).to_pylist())
 
 

@@ -334,7 +334,8 @@ class Run:
 
     @property
     def index_bytes(self) -> int:
-        """Bytes of the captured lineage indexes (0 for a lazy run)."""
+        """Bytes of the lineage indexes the capture wrote (0 for a lazy run; a forward index
+        sorted by a first forward question is a cache of the run, not counted)."""
         meta = self.record.get("capture")
         if not meta:
             return 0

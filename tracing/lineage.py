@@ -274,8 +274,8 @@ class AugmentedLineage:
         return sorted(rows, key=lambda pair: (_sort_key(pair[1]), pair[0]))
 
     def _only(self, ids: list[int]) -> AugmentedLineage:
-        if self.by_row is None:
-            return self
+        if self.by_row is None or set(ids) == {i for i, _ in self._numbered()}:
+            return self  # every chosen row: this answer, its rows collected once (one-row answers)
         part = self.by_row.only(ids)
         targets = collect_rows(part.targets.drop_columns([ROW_ID]))  # type: ignore[union-attr]
         confidence = self.confidence
@@ -438,7 +438,10 @@ def unique_rows(table: pa.Table) -> pa.Table:
 
 
 def _sort_key(row: dict[str, Any]) -> str:
-    return json.dumps(row, sort_keys=True, default=str)
+    return _SORT_KEY(row)
+
+
+_SORT_KEY = json.JSONEncoder(sort_keys=True, default=str).encode  # json.dumps's, built once
 
 
 def _count(rows: Rows) -> int:
@@ -447,9 +450,16 @@ def _count(rows: Rows) -> int:
 
 def collect_rows(rows: Rows) -> list[dict[str, Any]]:
     """All rows as plain dicts, sorted (a stable order for reports and comparisons)."""
+    if isinstance(rows, pa.Table) and not any(map(_unplain, rows.schema.types)):
+        return sorted(rows.to_pylist(), key=_sort_key)  # flat values: already plain
     found = rows.to_pylist() if isinstance(rows, pa.Table) else [r.asDict() for r in rows.collect()]
     dicts = [{k: _plain(v) for k, v in r.items()} for r in found]
     return sorted(dicts, key=_sort_key)
+
+
+def _unplain(dtype: pa.DataType) -> bool:
+    """Whether a column's Python values may need :func:`_plain`: nested or zoned time."""
+    return pa.types.is_nested(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is not None)
 
 
 def fmt_row(row: dict[str, Any]) -> str:

@@ -274,7 +274,7 @@ class AugmentedLineage:
         return sorted(rows, key=lambda pair: (_sort_key(pair[1]), pair[0]))
 
     def _only(self, ids: list[int]) -> AugmentedLineage:
-        if self.by_row is None or set(ids) == {i for i, _ in self._numbered()}:
+        if self.by_row is None or len(set(ids)) == _count(self.by_row.targets):  # type: ignore[arg-type]
             return self  # every chosen row: this answer, its rows collected once (one-row answers)
         part = self.by_row.only(ids)
         targets = collect_rows(part.targets.drop_columns([ROW_ID]))  # type: ignore[union-attr]

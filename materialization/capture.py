@@ -37,7 +37,7 @@ from materialization.compile import (
     tags_of,
 )
 from segmenter.errors import LineageError
-from segmenter.operators import Aggregation, Join, Node, Source, Task
+from segmenter.operators import Aggregation, Join, Node, Source, Task, sql_string
 from segmenter.segments import Segment
 
 LID = "__lid"
@@ -182,7 +182,7 @@ class Capturer:
         if attrs is None:
             return df
         by_name = {c.name: c.id for c in leaf.cols}
-        fields = ", ".join(f"{_string(a)}, {ident(by_name[a])}" for a in attrs)
+        fields = ", ".join(f"{sql_string(a)}, {ident(by_name[a])}" for a in attrs)
         return df.withColumn(tag, F.expr(f"named_struct({fields})"))
 
     def segment(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
@@ -246,11 +246,6 @@ def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collec
     carried = [aliased(listed.format(ident(t)), t) for t in tags]
     out = grouped(df, keys, [*aggs, *carried])
     return out.selectExpr(*[ident(c.id) for c in agg.columns], *map(ident, tags))
-
-
-def _string(text: str) -> str:
-    """``text`` as a Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _untagged(inputs: dict[int, DataFrame]) -> dict[int, DataFrame]:

@@ -135,6 +135,23 @@ def check_local(folder: str, files: Mapping[str, list], shown: str, what: str) -
     check.raise_any(what)
 
 
+def write_listing(folder: str) -> None:
+    """Write a local folder's ``files.json``: its files' sizes and sha256."""
+    with open(os.path.join(folder, DIGESTS), "w") as f:
+        json.dump(local_manifest(folder), f)
+
+
+def check_listing(folder: str, shown: str, what: str) -> None:
+    """A local folder (``shown``) is what its ``files.json`` says, else one line naming the
+    file (or the list) after ``what``."""
+    try:
+        with open(os.path.join(folder, DIGESTS)) as f:
+            files = json.load(f)
+    except (OSError, ValueError):
+        raise IntegrityError(f"{what}: {shown}/{DIGESTS} is missing or damaged") from None
+    check_local(folder, files, shown, what)
+
+
 def budget() -> float:
     """Bytes a question hashes when it opens a run (``AL_VERIFY_BYTES``, default 256 MiB):
     beyond, sizes only; ``al verify`` hashes everything."""

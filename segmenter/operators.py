@@ -39,6 +39,11 @@ class Expr:
         return None
 
 
+def sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def column_expr(col: Col) -> Expr:
     return Expr(f"`{col.id}`", frozenset({col.id}))
 

@@ -36,6 +36,7 @@ from segmenter.operators import (
     Union,
     column_expr,
     from_dict,
+    sql_string,
     to_dict,
 )
 
@@ -761,8 +762,7 @@ class _Parser:
             "that tie on its ORDER BY, in an order Spark does not fix: row_number() and ROWS frames "
             f"are traced only where the order is unique; add a column that breaks the tie{TIE_MARKER}"
         )
-        quoted = message.replace("\\", "\\\\").replace("'", "\\'")
-        sql = f"CASE WHEN `{peers.id}` > 1 THEN raise_error('{quoted}') ELSE TRUE END"
+        sql = f"CASE WHEN `{peers.id}` > 1 THEN raise_error({sql_string(message)}) ELSE TRUE END"
         return Expr(sql, frozenset({peers.id}))
 
     def _window_kind(self, window: JObj) -> str:

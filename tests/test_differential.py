@@ -40,7 +40,7 @@ from pyspark.sql import SparkSession
 from materialization.capture import Capture
 from materialization.strategies import stores
 from segmenter.errors import LineageError
-from segmenter.operators import Join, Selection, Union
+from segmenter.operators import Join, Selection, Union, sql_string
 from tests.tasks_suite import TASKS, build, generate, plain_dataframe, register_suite_tables
 from tracing import LineageSession, Run
 from tracing.lineage import AugmentedLineage
@@ -538,7 +538,7 @@ def _sql_literal(value: Any) -> str:
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return sql_string(value)
     if isinstance(value, list):  # a model's list output: one row per item it found
         return f"array({', '.join(_sql_literal(v) for v in value)})"
     return repr(value)

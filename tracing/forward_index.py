@@ -13,7 +13,6 @@ looked up, so the answer is the same.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -21,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from materialization.index_frames import DuckFrames
-from materialization.integrity import DIGESTS, IntegrityError, check_local, local_manifest
+from materialization.integrity import check_listing, write_listing
 from tracing.parquet_reader import local_path
 
 FOLDER = "forward"  # in a run's folder: the forward indexes its questions sorted
@@ -34,15 +33,17 @@ def forward_index(run_dir: str, name: str, info: Mapping[str, Any]) -> str:
     forward = info["forward"]
     if not forward.get("deferred"):
         return f"{run_dir}/{forward['dir']}"
+    backward = f"{run_dir}/{info['backward']['dir']}"
     run_path = local_path(run_dir)
     if run_path is None:
-        return f"{run_dir}/{info['backward']['dir']}"
+        return backward
     folder = os.path.join(run_path, FOLDER, name)
     if not os.path.isdir(folder):
         if not os.access(run_path, os.W_OK):
-            return f"{run_dir}/{info['backward']['dir']}"
-        _sort(f"{run_dir}/{info['backward']['dir']}", folder, info["attrs"])
-    _check(folder, f"{os.path.basename(run_path)}/{FOLDER}/{name}")
+            return backward
+        _sort(backward, folder, info["attrs"])
+    run_id = os.path.basename(run_path)
+    check_listing(folder, f"runs/{run_id}/{FOLDER}/{name}", f"run {run_id} is damaged")
     return f"file:{folder}"
 
 
@@ -56,8 +57,7 @@ def _sort(backward: str, folder: str, attrs: Sequence[str]) -> None:
             frames.write(frames.read(backward), f"file:{building}", attrs, distinct=False)
         finally:
             frames.release()
-        with open(os.path.join(building, DIGESTS), "w") as f:
-            json.dump(local_manifest(building), f)
+        write_listing(building)
         try:
             os.rename(building, folder)
         except OSError:
@@ -65,14 +65,3 @@ def _sort(backward: str, folder: str, attrs: Sequence[str]) -> None:
                 raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
-
-
-def _check(folder: str, shown: str) -> None:
-    """The folder is what its ``files.json`` says, else one line naming the file."""
-    what = f"run {shown.split('/', 1)[0]} is damaged"
-    try:
-        with open(os.path.join(folder, DIGESTS)) as f:
-            files = json.load(f)
-    except (OSError, ValueError):
-        raise IntegrityError(f"{what}: runs/{shown}/{DIGESTS} is missing or damaged") from None
-    check_local(folder, files, f"runs/{shown}", what)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from materialization.integrity import DIGESTS, IntegrityError, check_local, local_manifest
+from materialization.integrity import check_listing, write_listing
 from materialization.provrc.ranges import box_cells
 from materialization.provrc.regions import (
     IMAGE,
@@ -343,7 +343,7 @@ def region_lineage(run: Run, rows: Sequence[Row] | None = None, where: str | Non
         with tempfile.TemporaryDirectory() as tmp:
             local = os.path.join(tmp, lineage.udf)
             lineage.save(local)
-            Path(local, DIGESTS).write_text(json.dumps(local_manifest(local)))
+            write_listing(local)
             target = _folder(run, lineage.udf)
             run.session.store.delete(target)
             run.session.store.put(local, target)
@@ -357,12 +357,7 @@ def load_region_lineage(run: Run, udf: str) -> RegionLineage:
     if not store.exists(target):
         raise ValueError(f"run {run.id} has no stored region lineage for {udf!r}; call region_lineage first")
     local = store.fetch(target, tempfile.mkdtemp(prefix="al-regions-"))
-    shown = f"runs/{run.id}/{FOLDER}/{udf}"
-    try:
-        files = json.loads(Path(local, DIGESTS).read_text())
-    except (OSError, ValueError):
-        raise IntegrityError(f"run {run.id} is damaged: {shown}/{DIGESTS} is missing or damaged") from None
-    check_local(local, files, shown, f"run {run.id} is damaged")
+    check_listing(local, f"runs/{run.id}/{FOLDER}/{udf}", f"run {run.id} is damaged")
     return RegionLineage.load(local)
 
 

@@ -138,7 +138,10 @@ def _run_segments(
         else:
             inputs = {id(child.top): outputs[child.id] for child in seg.children}
             df = Compiler(spark, mode, inputs=lambda n, i=inputs: i.get(id(n))).compile(seg.top)
-        if stores(strategy, seg, root):
+        if stores(strategy, seg, root) and str(first.id) in stored:
+            progress(f"segment {seg.id} ({seg.pattern()}): its output is segment {first.id}'s, stored")
+            stored[str(seg.id)] = shared.stored_copy(stored[str(first.id)], first, seg)
+        elif stores(strategy, seg, root):
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output")
             df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, df, mode)
         outputs[seg.id] = df
@@ -166,6 +169,13 @@ class SharedResults:
             self.cached.append(df)
         names = {a.id: b.id for a, b in zip(first.top.columns, seg.top.columns, strict=True)}
         return df.toDF(*[names.get(c, c) for c in df.columns])  # one call, not one per column
+
+    @staticmethod
+    def stored_copy(info: dict[str, Any], first: Segment, seg: Segment) -> dict[str, Any]:
+        """What the run records for ``seg`` when ``first``'s output is stored: ``first``'s
+        files (the same rows under other column ids), written once."""
+        columns = [c.id for c in first.top.columns]
+        return {**info, "bytes": 0, "same_as": first.id, "columns": columns}
 
     def release(self) -> None:
         for df in self.cached:

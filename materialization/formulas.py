@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 
 from materialization.capture import lid_columns
 from materialization.compile import TAG_PREFIX, Compiler, read_source, ref, sql_col, tags_of
+from materialization.restore import read_stored
 from materialization.store import DERIVED, ResultsStore, Uncertainty
 from reasoning_udfs.udf import ERROR_MARKER, ReasoningUDF, lookup
 from segmenter.errors import UnsupportedTaskError
@@ -192,7 +193,8 @@ class _FormulaCapture:
         if is_root:
             return self.spark.read.parquet(f"{self.staging}/output")
         if not _has_difference(seg):
-            return self.spark.read.parquet(f"{self.staging}/{self.stored[str(seg.id)]['dir']}")
+            info = self.stored[str(seg.id)]
+            return read_stored(self.spark, f"{self.staging}/{info['dir']}", info, seg)
         untagged = {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
         return Compiler(self.spark, "reasoning", inputs=lambda n: untagged.get(id(n))).compile(seg.top)
 

@@ -11,10 +11,25 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from materialization.compile import Compiler, ident, read_columns, read_source
+from materialization.compile import Compiler, aliased, ident, read_columns, read_source
 from materialization.pushdown import Restriction, push_to_leaves
 from segmenter.operators import Node, Source
 from segmenter.segments import Segment
+
+
+def stored_columns(info: dict[str, Any], seg: Segment) -> list[tuple[str, str]]:
+    """(column in the files, column id) of ``seg``'s stored output: a segment equal to an
+    earlier one shares that one's files (``same_as``), whose columns carry that one's ids."""
+    ids = [c.id for c in seg.top.columns]
+    return list(zip(info.get("columns") or ids, ids, strict=True))
+
+
+def read_stored(spark: SparkSession, path: str, info: dict[str, Any], seg: Segment) -> DataFrame:
+    """``seg``'s stored output (at ``path``, described by ``info``) under ``seg``'s column ids."""
+    pairs = stored_columns(info, seg)
+    types = {c.id: c.dtype for c in seg.top.columns}
+    df = read_columns(spark, path, [(f, types[c]) for f, c in pairs])
+    return df.selectExpr(*[ident(f) if f == c else aliased(ident(f), c) for f, c in pairs])
 
 
 class Restorer:
@@ -34,10 +49,7 @@ class Restorer:
         """``seg``'s output rows in reasoning mode, restricted to ``restriction``."""
         path = self.stored_path(seg)
         if path is not None:  # an eager run stores lineage columns beside the segment's own
-            cols = seg.top.columns
-            df = read_columns(self.spark, path, [(c.id, c.dtype) for c in cols]).selectExpr(
-                *[ident(c.id) for c in cols]
-            )
+            df = read_stored(self.spark, path, self.stored[str(seg.id)], seg)
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}

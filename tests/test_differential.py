@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,6 +45,7 @@ from segmenter.operators import Join, Selection, Union, sql_string
 from tests.tasks_suite import TASKS, build, generate, plain_dataframe, register_suite_tables
 from tracing import LineageSession, Run
 from tracing.lineage import AugmentedLineage
+from tracing.parquet_reader import local_path
 
 STRATEGIES = ("rerun", "full", "fm")
 CAPTURED = ("eager", "compressed")  # lineage answered from a run's indexes, by their storage
@@ -278,6 +280,24 @@ def test_lineage_of_the_null_group_is_the_orders_without_customer(suite: Suite) 
     assert lin.source_ids("lineitem") == lines
 
 
+def test_a_segment_equal_to_a_stored_one_is_stored_once(suite: Suite) -> None:
+    """A WITH query read twice: the fm run writes its φ segment once, and the second
+    reference records the first's files (``same_as``, columns by the first's ids). Both
+    engines read it so (the in-process answers are compared with rerun's above; the lazy
+    reasons' run reads it in normal mode: test_lazy_reasons_answer_as_task_time_reasons)."""
+    r = suite.runs("sql_cte_twice_between")
+    run = r.runs["fm"]
+    stored = run.record["stored"]
+    copies = {s: info for s, info in stored.items() if "same_as" in info}
+    assert copies, "the CTE's second φ segment should share the first one's files"
+    for s, info in copies.items():
+        first = stored[str(info["same_as"])]
+        assert (info["dir"], info["rows"], info["bytes"]) == (first["dir"], first["rows"], 0)
+        assert not (Path(local_path(run.dir) or "") / f"segment-{s}").exists()
+    assert run.stored_tuples == sum(info["rows"] for s, info in stored.items() if s not in copies)
+    assert Lineage.of(run.lineage(**TARGETS["pair"], engine="spark")) == r.lineage("fm", "pair")
+
+
 def test_correlated_scalar_subquery_asks_about_the_rows_its_where_keeps(suite: Suite) -> None:
     """TPC-H Q17's shape: ``FROM lineitem, part WHERE <join and part filters> AND l_quantity <
     (SELECT … WHERE l_partkey = p_partkey)``. The other conjuncts go below the outer join Spark
@@ -410,9 +430,10 @@ def check_loaded_run(suite: Suite, r: TaskRuns, strategy: str) -> None:
 
 MAX_TRACED_ROWS = 50  # test_forward_inverts_backward traces each distinct output row on its own
 UDF_TASKS = ("q3_shipping_priority", "two_udfs")  # where forward by model decisions must be checked
+LAZY_REASONS_TASKS = (*UDF_TASKS, "udf_projection_under_agg", "loan_example", "sql_cte_twice_between")
 
 
-@pytest.mark.parametrize("task_id", [*UDF_TASKS, "udf_projection_under_agg", "loan_example"])
+@pytest.mark.parametrize("task_id", LAZY_REASONS_TASKS)
 def test_lazy_reasons_answer_as_task_time_reasons(suite: Suite, task_id: str) -> None:
     """(i) Reasons computed at question time equal those computed while the task ran."""
     r = suite.runs(task_id)

@@ -360,7 +360,7 @@ class Run:
 
     @property
     def stored_tuples(self) -> int:
-        return sum(s["rows"] for s in self.record["stored"].values())
+        return sum(s["rows"] for s in self.record["stored"].values() if "same_as" not in s)
 
     @property
     def stored_bytes(self) -> int:

@@ -49,6 +49,7 @@ from cda_workload.workloads.cda_queries import QUERIES as CDA_QUERIES
 from cda_workload.workloads.loan_example import loan_task, register_loan_tables
 from cda_workload.workloads.tpch import generate, register_tpch
 from materialization.capture import Capture
+from materialization.restore import stored_columns
 from segmenter.operators import Source
 from tracing import LineageSession, Run
 from tracing.parquet_reader import local_path
@@ -135,7 +136,8 @@ class Reference:
         for seg in fm.root.walk():
             stored = fm.record["stored"].get(str(seg.id))
             if stored:
-                cols = ", ".join(f'"{c.id}" AS "{c.name}"' for c in seg.top.columns)
+                names = {c.id: c.name for c in seg.top.columns}
+                cols = ", ".join(f'"{f}" AS "{names[c]}"' for f, c in stored_columns(stored, seg))
                 files["calls"] = (
                     f"(SELECT {cols} FROM read_parquet('{local_path(fm.dir)}/{stored['dir']}/*.parquet'))"
                 )

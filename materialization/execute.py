@@ -173,9 +173,9 @@ class SharedResults:
     @staticmethod
     def stored_copy(info: dict[str, Any], first: Segment, seg: Segment) -> dict[str, Any]:
         """What the run records for ``seg`` when ``first``'s output is stored: ``first``'s
-        files (the same rows under other column ids), written once."""
-        columns = [c.id for c in first.top.columns]
-        return {**info, "bytes": 0, "same_as": first.id, "columns": columns}
+        files (the same rows under its column ids, :func:`materialization.restore.stored_columns`),
+        written once."""
+        return {**info, "bytes": 0, "same_as": first.id}
 
     def release(self) -> None:
         for df in self.cached:

@@ -39,7 +39,7 @@ from pyspark.sql import types as T
 
 from materialization.capture import lid_columns
 from materialization.compile import TAG_PREFIX, Compiler, read_source, ref, sql_col, tags_of
-from materialization.restore import read_stored
+from materialization.restore import read_stored, stored_columns
 from materialization.store import DERIVED, ResultsStore, Uncertainty
 from reasoning_udfs.udf import ERROR_MARKER, ReasoningUDF, lookup
 from segmenter.errors import UnsupportedTaskError
@@ -97,7 +97,7 @@ def capture_formulas(
     """Write the run's boolean lineage and base facts under ``staging``; returns their meta.
 
     ``stored`` says where the run (strategy full) stored each non-root segment's output."""
-    capturer = _FormulaCapture(spark, store, staging, run_id, stored)
+    capturer = _FormulaCapture(spark, store, staging, run_id, stored, root)
     for seg in root.post_order():
         progress(f"segment {seg.id} ({seg.pattern()}): writing its boolean lineage")
         capturer.segment(seg, seg is root)
@@ -122,9 +122,16 @@ def capture_formulas(
 
 class _FormulaCapture:
     def __init__(
-        self, spark: SparkSession, store: ResultsStore, staging: str, run_id: str, stored: dict[str, Any]
+        self,
+        spark: SparkSession,
+        store: ResultsStore,
+        staging: str,
+        run_id: str,
+        stored: dict[str, Any],
+        root: Segment,
     ):
         self.spark = spark
+        self.firsts = root.firsts()
         self.run_id = run_id
         self.store = store
         self.staging = staging
@@ -194,7 +201,8 @@ class _FormulaCapture:
             return self.spark.read.parquet(f"{self.staging}/output")
         if not _has_difference(seg):
             info = self.stored[str(seg.id)]
-            return read_stored(self.spark, f"{self.staging}/{info['dir']}", info, seg)
+            pairs = stored_columns(info, seg, self.firsts)
+            return read_stored(self.spark, f"{self.staging}/{info['dir']}", pairs, seg)
         untagged = {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
         return Compiler(self.spark, "reasoning", inputs=lambda n: untagged.get(id(n))).compile(seg.top)
 

@@ -7,36 +7,56 @@ that can matter are recomputed (and only they reach an expensive UDF).
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from materialization.compile import Compiler, aliased, ident, read_columns, read_source
 from materialization.pushdown import Restriction, push_to_leaves
+from segmenter.errors import LineageError
 from segmenter.operators import Node, Source
 from segmenter.segments import Segment
 
 
-def stored_columns(info: dict[str, Any], seg: Segment) -> list[tuple[str, str]]:
-    """(column in the files, column id) of ``seg``'s stored output: a segment equal to an
-    earlier one shares that one's files (``same_as``), whose columns carry that one's ids."""
+def stored_columns(info: dict[str, Any], seg: Segment, firsts: dict[int, Segment]) -> list[tuple[str, str]]:
+    """(column in the files, column id) of ``seg``'s stored output (``info``; ``firsts``: the
+    run's :meth:`Segment.firsts`): a segment equal to an earlier one shares that one's files
+    (``same_as``), whose columns carry that one's ids. The record names the segment; the tree
+    says whether ``seg`` equals it, and gives the columns."""
     ids = [c.id for c in seg.top.columns]
-    return list(zip(info.get("columns") or ids, ids, strict=True))
+    if "same_as" not in info:
+        return list(zip(ids, ids))
+    first = firsts[seg.id]
+    if first is seg or first.id != info["same_as"]:
+        raise LineageError(
+            f"the run's record stores segment {seg.id} as segment {info['same_as']!r}'s output, "
+            "which it does not equal: edited or damaged"
+        )
+    return [(a.id, b) for a, b in zip(first.top.columns, ids, strict=True)]
 
 
-def read_stored(spark: SparkSession, path: str, info: dict[str, Any], seg: Segment) -> DataFrame:
-    """``seg``'s stored output (at ``path``, described by ``info``) under ``seg``'s column ids."""
-    pairs = stored_columns(info, seg)
+def read_stored(spark: SparkSession, path: str, pairs: list[tuple[str, str]], seg: Segment) -> DataFrame:
+    """``seg``'s stored output at ``path``, its (file column, column id) ``pairs`` under the ids."""
     types = {c.id: c.dtype for c in seg.top.columns}
     df = read_columns(spark, path, [(f, types[c]) for f, c in pairs])
     return df.selectExpr(*[ident(f) if f == c else aliased(ident(f), c) for f, c in pairs])
 
 
 class Restorer:
-    def __init__(self, spark: SparkSession, run_dir: str, stored: dict[str, Any]) -> None:
+    def __init__(self, spark: SparkSession, run_dir: str, stored: dict[str, Any], root: Segment) -> None:
         self.spark = spark
         self.run_dir = run_dir
         self.stored = stored
+        self.root = root
+
+    @cached_property
+    def _firsts(self) -> dict[int, Segment]:
+        return self.root.firsts()
+
+    def stored_columns(self, seg: Segment) -> list[tuple[str, str]]:
+        """(column in the stored files, column id) of ``seg``'s stored output."""
+        return stored_columns(self.stored[str(seg.id)], seg, self._firsts)
 
     def stored_path(self, seg: Segment) -> str | None:
         """Where a usable (reasoning-mode) copy of ``seg``'s output is, if any."""
@@ -49,7 +69,7 @@ class Restorer:
         """``seg``'s output rows in reasoning mode, restricted to ``restriction``."""
         path = self.stored_path(seg)
         if path is not None:  # an eager run stores lineage columns beside the segment's own
-            df = read_stored(self.spark, path, self.stored[str(seg.id)], seg)
+            df = read_stored(self.spark, path, self.stored_columns(seg), seg)
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}

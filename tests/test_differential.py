@@ -296,6 +296,11 @@ def test_a_segment_equal_to_a_stored_one_is_stored_once(suite: Suite) -> None:
         assert not (Path(local_path(run.dir) or "") / f"segment-{s}").exists()
     assert run.stored_tuples == sum(info["rows"] for s, info in stored.items() if s not in copies)
     assert Lineage.of(run.lineage(**TARGETS["pair"], engine="spark")) == r.lineage("fm", "pair")
+    edited = suite.als.load_run(run.id)
+    copy = next(iter(copies))
+    edited.record["stored"][copy]["same_as"] = int(copy)  # no segment is stored as itself
+    with pytest.raises(LineageError, match=f"stores segment {copy} as segment {copy}'s output.*edited"):
+        edited.lineage(**TARGETS["pair"])
 
 
 def test_correlated_scalar_subquery_asks_about_the_rows_its_where_keeps(suite: Suite) -> None:

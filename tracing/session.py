@@ -562,7 +562,7 @@ class Run:
         self, where: str | None, rows: Any, sample: int | None, seed: int, engine: str
     ) -> AugmentedLineage:
         complete = self.record["mode"] == "reasoning"
-        restorer = Restorer(self.session.spark, self.dir, self.record["stored"])
+        restorer = Restorer(self.session.spark, self.dir, self.record["stored"], self.root)
         tracer = choose_engine(self.root, restorer, complete, engine)
         chosen, df = self._targets(tracer, where, rows, sample, seed)
         if chosen.count == 0:

@@ -133,11 +133,12 @@ class Reference:
     def __init__(self, queries: dict[str, str], fm: Run) -> None:
         snapshots = {n.table: local_path(n.snapshot) for n in fm.task.root.walk() if isinstance(n, Source)}
         files = {t: f"read_parquet('{p}/*.parquet')" for t, p in snapshots.items()}
+        firsts = fm.root.firsts()
         for seg in fm.root.walk():
             stored = fm.record["stored"].get(str(seg.id))
             if stored:
                 names = {c.id: c.name for c in seg.top.columns}
-                cols = ", ".join(f'"{f}" AS "{names[c]}"' for f, c in stored_columns(stored, seg))
+                cols = ", ".join(f'"{f}" AS "{names[c]}"' for f, c in stored_columns(stored, seg, firsts))
                 files["calls"] = (
                     f"(SELECT {cols} FROM read_parquet('{local_path(fm.dir)}/{stored['dir']}/*.parquet'))"
                 )

@@ -27,7 +27,7 @@ from materialization.compile import ROW_ID, TAG_PREFIX
 from materialization.index_frames import quoted as q
 from materialization.integrity import Check
 from materialization.pushdown import Restriction, push_to_leaves
-from materialization.restore import Restorer, stored_columns
+from materialization.restore import Restorer
 from reasoning_udfs.udf import ReasoningUDF, lookup, parse_type, registered
 from segmenter.errors import LineageError
 from segmenter.operators import (
@@ -246,7 +246,7 @@ class DuckEngine:
         path = self.restorer.stored_path(seg)
         info = self.restorer.stored.get(str(seg.id))
         ids = [c.id for c in seg.top.columns]
-        files = stored_columns(info, seg) if info is not None else []
+        files = self.restorer.stored_columns(seg) if info is not None else []
         picked = ", ".join(q(f) if f == c else f"{q(f)} AS {q(c)}" for f, c in files)
         if path is not None:  # an eager run stores lineage columns beside the segment's own
             rel = Rel(f"SELECT {picked} FROM {_parquet(path)}", tuple(ids))

@@ -21,11 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
 from typing import Any, Protocol
 
-import duckdb
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from materialization import duck
 from materialization.capture import LID
 from materialization.compile import read_source, ref
 from materialization.store import ResultsStore
@@ -220,7 +220,7 @@ class DuckFrames:
         # with the frames (a killed process leaves it in the system's temporary folder)
         spill = tempfile.mkdtemp(prefix="al-index-build-")
         weakref.finalize(self, shutil.rmtree, spill, True)
-        self.con = duckdb.connect(config={"threads": 2, "temp_directory": spill})
+        self.con = duck.connect(temp_directory=spill)
         self._tables = itertools.count()
         self._kept: dict[str, str] = {}
 

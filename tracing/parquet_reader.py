@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from materialization import duck
 from materialization.compile import null_safe_match, ref
 from materialization.index_frames import quoted
 from materialization.provrc import Boxes
@@ -68,7 +69,7 @@ class ParquetReader:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = duckdb.connect(config={"threads": 2})
+            self._con = duck.connect()
             # index files never change once written: keep their Parquet footers between lookups
             self._con.execute("SET parquet_metadata_cache = true")
         return self._con

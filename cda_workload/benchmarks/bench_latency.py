@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
@@ -48,6 +47,7 @@ from cda_workload.benchmarks.bench_eager import TPCH_QUERIES
 from cda_workload.workloads.cda_queries import QUERIES as CDA_QUERIES
 from cda_workload.workloads.loan_example import loan_task, register_loan_tables
 from cda_workload.workloads.tpch import generate, register_tpch
+from materialization import duck
 from materialization.capture import Capture
 from materialization.restore import stored_columns
 from segmenter.operators import Source
@@ -143,7 +143,7 @@ class Reference:
                     f"(SELECT {cols} FROM read_parquet('{local_path(fm.dir)}/{stored['dir']}/*.parquet'))"
                 )
         self.queries = {t: sql.format(**files) for t, sql in queries.items()}
-        self.con = duckdb.connect(config={"threads": 2})
+        self.con = duck.connect()
 
     def ask(self, targets: pa.Table) -> dict[str, list[dict[str, Any]]]:
         self.con.register("targets", targets)

@@ -104,6 +104,8 @@ def generate(scale_factor: str, out_dir: Path) -> Path:
     if all((out_dir / f"{t}.parquet").exists() for t in PRIMARY_KEYS):
         return out_dir
     exe = shutil.which("tpcgen-cli") or str(Path(sys.executable).with_name("tpcgen-cli"))
+    if not Path(exe).exists():
+        raise SystemExit("tpcgen-cli (the TPC-DS data generator) is not installed: pip install -e '.[bench]'")
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = [exe, "tpcds", "parquet", "-s", scale_factor, f"--output-dir={out_dir}", "--overwrite"]
     subprocess.run(cmd, check=True)

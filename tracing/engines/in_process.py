@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
+from materialization import duck
 from materialization.compile import ROW_ID, TAG_PREFIX
 from materialization.index_frames import quoted as q
 from materialization.integrity import Check
@@ -179,7 +179,7 @@ class DuckEngine:
     def __init__(self, restorer: Restorer, root: Segment) -> None:
         self.restorer = restorer
         self.types = column_types(root)
-        self.con = register_functions(duckdb.connect(config={"threads": 2}))
+        self.con = register_functions(duck.connect())
         self._names = count()
         self._tag_cols: dict[str, tuple[str, ...]] = {}
         self._sql: dict[str, str] = {}

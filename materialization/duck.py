@@ -1,0 +1,28 @@
+"""DuckDB connections of this process: two threads, and memory bounded beside Spark's JVM.
+
+DuckDB takes 80 % of the machine's memory by default. Beside the driver's JVM that is more
+than there is: an index build that outgrew it (TPC-DS q70's eager run) had the kernel kill
+the whole process. Bounded, DuckDB spills to its temporary folder or fails with an error the
+caller can report."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import duckdb
+
+MEMORY_SHARE = 0.25  # of the machine's memory, per connection, unless AL_DUCKDB_MEMORY says
+
+
+def memory_limit() -> str:
+    """``$AL_DUCKDB_MEMORY`` (DuckDB's syntax, e.g. ``4GB``), else a quarter of the machine's."""
+    given = os.environ.get("AL_DUCKDB_MEMORY")
+    if given:
+        return given
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{int(total * MEMORY_SHARE) // 2**20}MB"
+
+
+def connect(**config: Any) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(config={"threads": 2, "memory_limit": memory_limit(), **config})

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
+from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -209,6 +210,29 @@ def _literal(value: Any) -> str:
 _DUCK_TYPES = {"int": "INTEGER", "long": "BIGINT", "string": "VARCHAR"}
 
 
+SPILL_PREFIX = "al-index-build-"  # + the building process's id
+
+
+def spill_folder() -> str:
+    """A fresh folder for an index build's spill, named for this process. Those of processes
+    that are gone (killed mid-build: TPC-DS q70's left 26 GB) are removed first."""
+    for old in Path(tempfile.gettempdir()).glob(f"{SPILL_PREFIX}*"):
+        pid = old.name[len(SPILL_PREFIX) :].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 class DuckFrames:
     """DuckDB in this process over the store's local files: a relation is a SELECT's text,
     run when written or read back (DuckDB plans the whole composition at once)."""
@@ -217,8 +241,8 @@ class DuckFrames:
 
     def __init__(self) -> None:
         # a build that outgrows memory spills here, not into the working folder; removed
-        # with the frames (a killed process leaves it in the system's temporary folder)
-        spill = tempfile.mkdtemp(prefix="al-index-build-")
+        # with the frames, or by the next build if this process is killed
+        spill = spill_folder()
         weakref.finalize(self, shutil.rmtree, spill, True)
         self.con = duck.connect(temp_directory=spill)
         self._tables = itertools.count()

@@ -10,6 +10,11 @@ first needs it.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -24,6 +29,7 @@ from pyspark.sql import functions as F
 
 from cda_workload.workloads.loan_example import loan_task
 from materialization.capture import Capture, CaptureError
+from materialization.index_frames import SPILL_PREFIX, spill_folder
 from materialization.integrity import IntegrityError, verify
 from segmenter.errors import LineageError
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
@@ -269,6 +275,25 @@ def test_forward_only_capture(runs: Runs) -> None:
         assert answer(fwd_only, fwd_only.forward(table=table, ids=[row_id])) == answer(
             full, full.forward(table=table, ids=[row_id])
         ), (table, row_id)
+
+
+def test_a_killed_builds_spill_folder_is_removed_by_the_next_build() -> None:
+    """An index build spills into a folder named for its process; the next build removes
+    those of processes that are gone, and keeps a live one's."""
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    tmp = Path(tempfile.gettempdir())
+    stale = tmp / f"{SPILL_PREFIX}{int(ended.stdout)}-x"
+    live = tmp / f"{SPILL_PREFIX}{os.getpid()}-x"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "spilled.tmp").write_bytes(b"0" * 1024)
+    try:
+        fresh = Path(spill_folder())
+        assert not stale.exists() and live.exists() and fresh.name.startswith(f"{SPILL_PREFIX}{os.getpid()}-")
+        fresh.rmdir()
+    finally:
+        shutil.rmtree(stale, ignore_errors=True)
+        shutil.rmtree(live, ignore_errors=True)
 
 
 def test_forward_index_is_sorted_by_the_first_forward_question(

@@ -138,12 +138,13 @@ def _run_segments(
         else:
             inputs = {id(child.top): outputs[child.id] for child in seg.children}
             df = Compiler(spark, mode, inputs=lambda n, i=inputs: i.get(id(n))).compile(seg.top)
-        if stores(strategy, seg, root) and str(first.id) in stored:
-            progress(f"segment {seg.id} ({seg.pattern()}): its output is segment {first.id}'s, stored")
-            stored[str(seg.id)] = shared.stored_copy(stored[str(first.id)], first, seg)
-        elif stores(strategy, seg, root):
-            progress(f"segment {seg.id} ({seg.pattern()}): storing its output")
-            df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, df, mode)
+        if stores(strategy, seg, root):
+            if str(first.id) in stored:
+                progress(f"segment {seg.id} ({seg.pattern()}): its output is segment {first.id}'s, stored")
+                stored[str(seg.id)] = shared.stored_copy(stored[str(first.id)], first)
+            else:
+                progress(f"segment {seg.id} ({seg.pattern()}): storing its output")
+                df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, df, mode)
         outputs[seg.id] = df
     return outputs[root.id], stored
 
@@ -171,10 +172,10 @@ class SharedResults:
         return df.toDF(*[names.get(c, c) for c in df.columns])  # one call, not one per column
 
     @staticmethod
-    def stored_copy(info: dict[str, Any], first: Segment, seg: Segment) -> dict[str, Any]:
-        """What the run records for ``seg`` when ``first``'s output is stored: ``first``'s
-        files (the same rows under its column ids, :func:`materialization.restore.stored_columns`),
-        written once."""
+    def stored_copy(info: dict[str, Any], first: Segment) -> dict[str, Any]:
+        """What the run records for a copy of ``first``, whose output is stored (``info``):
+        ``first``'s files, written once (read under the copy's column ids:
+        :func:`materialization.restore.stored_columns`)."""
         return {**info, "bytes": 0, "same_as": first.id}
 
     def release(self) -> None:

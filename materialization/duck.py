@@ -7,7 +7,9 @@ caller can report."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import weakref
 from typing import Any
 
 import duckdb
@@ -24,5 +26,18 @@ def memory_limit() -> str:
     return f"{int(total * MEMORY_SHARE) // 2**20}MB"
 
 
+_OPEN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
+
+
 def connect(**config: Any) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(config={"threads": 2, "memory_limit": memory_limit(), **config})
+    con = duckdb.connect(config={"threads": 2, "memory_limit": memory_limit(), **config})
+    _OPEN.add(con)
+    return con
+
+
+def interrupt_all() -> None:
+    """Stop the query every open connection of this process is running: a time limit's
+    reach where cancelling Spark's jobs does not (an index build, an in-process question)."""
+    for con in list(_OPEN):
+        with contextlib.suppress(duckdb.ConnectionException):  # closed since
+            con.interrupt()

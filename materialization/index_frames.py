@@ -65,7 +65,10 @@ class Frames(Protocol):
         tag is a struct of a source row's attributes, as (__lid, attrs...)."""
 
     def through(self, pairs: Any, below: Any) -> Any:
-        """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> (__lid, x...)."""
+        """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> (__lid, x...), each side's
+        distinct rows: a capture lists a child row once per input row that carried it (all
+        of a group's rows name the one subquery row they were probed against), and joining
+        those repeats with the child's pairs squared TPC-DS q70's to billions of rows."""
 
     def semi(self, rel: Any, lids: Any) -> Any:
         """The rows of ``rel`` whose ``__lid`` is in ``lids``."""
@@ -85,7 +88,7 @@ class Frames(Protocol):
         """``rel`` with the segment ids in ``column`` mapped by ``ids``."""
 
     def keep(self, rel: Any) -> Any:
-        """``rel``, computed once for the several relations that read it."""
+        """``rel``'s distinct rows, computed once for the several relations that read it."""
 
     def values(self, rel: Any, column: str) -> list[Any]:
         """The distinct values of a column, on the driver."""
@@ -110,7 +113,7 @@ class SparkFrames:
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
-        self._kept: list[DataFrame] = []
+        self._kept: dict[int, tuple[DataFrame, DataFrame]] = {}
 
     def read(self, path: str) -> DataFrame:
         return self.spark.read.parquet(path)
@@ -137,7 +140,7 @@ class SparkFrames:
         return pairs.select(LID, f"{REF}.*") if expand else pairs
 
     def through(self, pairs: DataFrame, below: DataFrame) -> DataFrame:
-        return pairs.join(below.withColumnRenamed(LID, REF), REF).drop(REF)
+        return pairs.distinct().join(below.distinct().withColumnRenamed(LID, REF), REF).drop(REF)
 
     def semi(self, rel: DataFrame, lids: DataFrame) -> DataFrame:
         return rel.join(lids, LID, "left_semi")
@@ -162,9 +165,10 @@ class SparkFrames:
         return rel.withColumn(column, F.element_at(mapping, ref(column)))
 
     def keep(self, rel: DataFrame) -> DataFrame:
-        if not rel.is_cached:
-            self._kept.append(rel.persist())
-        return rel
+        kept = self._kept.get(id(rel))
+        if kept is None:  # the key's frame is held beside its copy, so an id names one frame
+            kept = self._kept[id(rel)] = (rel, rel.distinct().persist())
+        return kept[1]
 
     def values(self, rel: DataFrame, column: str) -> list[Any]:
         return [r[0] for r in rel.select(column).distinct().collect()]
@@ -192,7 +196,7 @@ class SparkFrames:
             return dict(zip(jobs, pool.map(lambda job: job(), jobs.values())))
 
     def release(self) -> None:
-        for df in self._kept:
+        for _, df in self._kept.values():
             df.unpersist()
 
 
@@ -292,8 +296,8 @@ class DuckFrames:
 
     def through(self, pairs: str, below: str) -> str:
         return (
-            f"SELECT p.{quoted(LID)}, b.* EXCLUDE ({quoted(LID)}) FROM ({pairs}) p "
-            f"JOIN ({below}) b ON p.{quoted(REF)} = b.{quoted(LID)}"
+            f"SELECT p.{quoted(LID)}, b.* EXCLUDE ({quoted(LID)}) FROM ({self.distinct(pairs)}) p "
+            f"JOIN ({self.distinct(below)}) b ON p.{quoted(REF)} = b.{quoted(LID)}"
         )
 
     def semi(self, rel: str, lids: str) -> str:
@@ -322,7 +326,7 @@ class DuckFrames:
 
     def keep(self, rel: str) -> str:
         if rel not in self._kept:
-            self._kept[rel] = self._computed(rel)
+            self._kept[rel] = self._computed(self.distinct(rel))
         return self._kept[rel]
 
     def values(self, rel: str, column: str) -> list[Any]:

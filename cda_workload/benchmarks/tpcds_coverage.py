@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from cda_workload.command_line.local_session import open_session
 from cda_workload.command_line.progress import Progress
+from materialization import duck
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -194,8 +195,8 @@ def construct_of(exc: BaseException) -> str:
 
 
 class Deadline:
-    """A per-statement time limit: once it passes, a watcher cancels every Spark job every
-    second until the statement ends (one statement runs at a time; a step submits jobs one
+    """A per-statement time limit: once it passes, a watcher cancels every Spark job and
+    DuckDB query every second until the statement ends (one statement runs at a time; a step submits jobs one
     after another, some from threads of its own that the job group does not reach), and
     ``check()`` between steps raises ``TimedOut``."""
 
@@ -214,6 +215,7 @@ class Deadline:
         self.expired.set()
         while not self.done.is_set():
             self.sc.cancelAllJobs()
+            duck.interrupt_all()
             self.done.wait(1.0)
 
     def check(self) -> None:

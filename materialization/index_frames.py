@@ -65,10 +65,11 @@ class Frames(Protocol):
         tag is a struct of a source row's attributes, as (__lid, attrs...)."""
 
     def through(self, pairs: Any, below: Any) -> Any:
-        """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> (__lid, x...), each side's
-        distinct rows: a capture lists a child row once per input row that carried it (all
-        of a group's rows name the one subquery row they were probed against), and joining
-        those repeats with the child's pairs squared TPC-DS q70's to billions of rows."""
+        """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> distinct (__lid, x...), over
+        each side's distinct rows: a capture lists a child row once per input row that
+        carried it (all of a group's rows name the one subquery row they were probed
+        against), and joining those repeats with the child's pairs squared TPC-DS q70's to
+        billions of rows; two children's rows may share a source row (rollup levels)."""
 
     def semi(self, rel: Any, lids: Any) -> Any:
         """The rows of ``rel`` whose ``__lid`` is in ``lids``."""
@@ -140,7 +141,7 @@ class SparkFrames:
         return pairs.select(LID, f"{REF}.*") if expand else pairs
 
     def through(self, pairs: DataFrame, below: DataFrame) -> DataFrame:
-        return pairs.distinct().join(below.distinct().withColumnRenamed(LID, REF), REF).drop(REF)
+        return pairs.distinct().join(below.distinct().withColumnRenamed(LID, REF), REF).drop(REF).distinct()
 
     def semi(self, rel: DataFrame, lids: DataFrame) -> DataFrame:
         return rel.join(lids, LID, "left_semi")
@@ -296,7 +297,7 @@ class DuckFrames:
 
     def through(self, pairs: str, below: str) -> str:
         return (
-            f"SELECT p.{quoted(LID)}, b.* EXCLUDE ({quoted(LID)}) FROM ({self.distinct(pairs)}) p "
+            f"SELECT DISTINCT p.{quoted(LID)}, b.* EXCLUDE ({quoted(LID)}) FROM ({self.distinct(pairs)}) p "
             f"JOIN ({self.distinct(below)}) b ON p.{quoted(REF)} = b.{quoted(LID)}"
         )
 

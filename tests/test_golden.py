@@ -7,8 +7,10 @@ import json
 import subprocess
 import sys
 import textwrap
+from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
@@ -19,6 +21,7 @@ from segmenter.errors import LineageError
 from tests.child_process import spark_child_env
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
 from tracing import LineageSession, Run
+from tracing.lineage import unique_rows
 
 STRATEGIES = ("rerun", "full", "fm")
 
@@ -116,6 +119,18 @@ def test_one_question_keeps_each_rows_answer_apart(runs: dict[str, Run], eager: 
     joa = {"client": [{"ClientID": "0002"}], "debt": [{"ClientID": "0002"}], "loan": [{"LoanID": "L02"}]}
     assert reads[2200] == joa and lin[2].reasoning_rows()[0]["reads"] == joa
     assert reads[3400]["loan"] == [{"LoanID": "L01"}] and "read: client '0002'" in str(lin[2])
+
+
+def test_a_per_row_answer_keeps_each_row_once_in_first_seen_order() -> None:
+    """The rows a per-row answer found along several paths, each once: flat columns grouped
+    by Arrow, nested ones (reasons) through Python; NULLs equal NULLs, as a set has them."""
+    amounts = pa.array([Decimal("1.10"), None, Decimal("1.10"), None, None, None], pa.decimal128(7, 2))
+    flat = pa.table({"k": [2, 1, 2, None, None, 1], "v": amounts})
+    once = unique_rows(flat)
+    assert once.schema == flat.schema
+    assert once.to_pylist() == [{"k": 2, "v": Decimal("1.10")}, {"k": 1, "v": None}, {"k": None, "v": None}]
+    nested = pa.table({"k": [1, 1, 2], "why": [{"a": [1]}, {"a": [1]}, {"a": [2]}]})
+    assert unique_rows(nested).to_pylist() == [{"k": 1, "why": {"a": [1]}}, {"k": 2, "why": {"a": [2]}}]
 
 
 def test_strategies_store_what_they_promise(runs: dict[str, Run]) -> None:

@@ -432,7 +432,15 @@ def _distinct(table: pa.Table) -> pa.Table:
 
 
 def unique_rows(table: pa.Table) -> pa.Table:
-    """Each row of ``table`` once (any column type: nested reasons too)."""
+    """Each row of ``table`` once, in the order of first appearance (any column type: nested
+    reasons too). Flat columns are grouped by Arrow; nested ones through Python (a TPC-DS
+    q70 row's 581 k rows took 16 s that way, most of its answer)."""
+    names = table.column_names
+    if table.num_rows < 2:
+        return table
+    if len(set(names)) == len(names) and not any(map(pa.types.is_nested, table.schema.types)):
+        grouped = table.group_by(names, use_threads=False).aggregate([])  # first-seen order
+        return pa.Table.from_arrays(grouped.select(names).columns, schema=table.schema)
     unique = {_sort_key(r): r for r in table.to_pylist()}
     return pa.Table.from_pylist(list(unique.values()), schema=table.schema)
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
+
+from segmenter.errors import LineageError
 
 MEMORY_SHARE = 0.25  # of the machine's memory, per connection, unless AL_DUCKDB_MEMORY says
 
@@ -41,3 +44,16 @@ def interrupt_all() -> None:
     for con in list(_OPEN):
         with contextlib.suppress(duckdb.ConnectionException):  # closed since
             con.interrupt()
+
+
+@contextlib.contextmanager
+def bounded(what: str, advice: str) -> Iterator[None]:
+    """DuckDB's out-of-memory error inside the block as one line: ``what`` needed more than
+    the bound, and ``advice``."""
+    try:
+        yield
+    except duckdb.OutOfMemoryException:
+        raise LineageError(
+            f"{what} needed more memory than DuckDB may use here ({memory_limit()}; "
+            f"AL_DUCKDB_MEMORY sets it): {advice}"
+        ) from None

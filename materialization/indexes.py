@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from materialization import duck
 from materialization.capture import LID, Capture
 from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
 from materialization.index_frames import Frames
@@ -159,7 +160,11 @@ class IndexBuilder:
     def build(self) -> dict[str, Any]:
         """Write the indexes; returns what was written (names, attributes, bytes)."""
         try:
-            return self._build()
+            with duck.bounded(
+                "building the eager indexes in process",
+                "nothing of the run was kept; set it higher, or run the task with backend='lazy'",
+            ):
+                return self._build()
         finally:
             self.f.release()
 

@@ -706,6 +706,28 @@ def test_small_eager_answers_run_no_spark_job(runs: Runs) -> None:
     assert on_spark[0] > 0
 
 
+def test_duckdb_out_of_its_memory_is_one_line_and_lazy_questions_go_to_spark(
+    als: LineageSession, runs: Runs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB bounded below what a step needs: an eager run fails in one line and keeps
+    nothing; a lazy question is answered by Spark, the same rows; forced in process, or an
+    eager question, one line."""
+    run = runs["loan"]
+    expected = run.lineage(rows=[("Reject", 1)], backend="lazy").source_ids("loan")
+    before = als.runs()
+    monkeypatch.setenv("AL_DUCKDB_MEMORY", "1MB")
+    one_line = r"^answering in process needed more memory than DuckDB may use here \(1MB; [^\n]*$"
+    with pytest.raises(LineageError, match=r"^building the eager indexes in process needed [^\n]*lazy'$"):
+        als.run(loan_task(als), backend="eager")
+    assert als.runs() == before
+    lazy = run.lineage(rows=[("Reject", 1)], backend="lazy")
+    assert lazy.engine == "spark" and lazy.source_ids("loan") == expected
+    with pytest.raises(LineageError, match=one_line):
+        run.lineage(rows=[("Reject", 1)], backend="lazy", engine="in-process")
+    with pytest.raises(LineageError, match=one_line):  # a fresh reader of its indexes
+        als.load_run(run.id).lineage(rows=[("Reject", 1)])
+
+
 def test_dates_and_decimals_survive_the_indexes(runs: Runs) -> None:
     """Output rows read back in-process compare equal to Spark's (dates, decimals, doubles)."""
     run = runs["q3"]

@@ -24,11 +24,13 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
+import duckdb
 import pandas as pd
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from materialization import duck
 from materialization.capture import Capture
 from materialization.compile import aliased, ident, read_columns, ref, visible
 from materialization.compressed_index import COMPRESSED
@@ -403,7 +405,8 @@ class Run:
                 f"run {self.id} kept no boolean lineage (backend {self.backend!r}): its rows have no "
                 "probabilities; run the task with backend='confidence'"
             )
-        with tuned_for_lookups(self.session.spark):
+        advice = "set it higher, or ask with backend='lazy', engine='spark'"
+        with tuned_for_lookups(self.session.spark), duck.bounded("answering in process", advice):
             if backend in CAPTURED:
                 found = self._eager_lineage(self._index(backend), where, rows, sample, seed)
             else:
@@ -431,7 +434,7 @@ class Run:
         if (table is None) == (udf is None):
             raise ValueError("give table= (source rows) or udf= (model decisions)")
         index = self._index(backend or self.backend)
-        with tuned_for_lookups(self.session.spark):
+        with tuned_for_lookups(self.session.spark), duck.bounded("answering in process", "set it higher"):
             if udf is not None:
                 if ids is not None:
                     raise ValueError("model decisions are chosen with where=, not ids=")
@@ -570,7 +573,8 @@ class Run:
         with translate_task_errors():
             try:
                 result = self._derive(tracer, chosen, complete)
-            except NotInProcess:  # a case the check missed: Spark answers, never a guess
+            except (NotInProcess, duckdb.OutOfMemoryException):  # a case the check missed, or
+                # more rows than DuckDB may hold here: Spark answers, never a guess
                 if engine == "in-process":
                     raise
                 tracer = SparkEngine(restorer)
@@ -595,8 +599,8 @@ class Run:
                 task = self.task
                 picked = tracer.chosen(self._output_path, task.root.columns, task.output, where, given)
                 return picked, None
-            except NotInProcess:
-                pass  # a predicate DuckDB might judge otherwise: Spark chooses
+            except (NotInProcess, duckdb.OutOfMemoryException):
+                pass  # a predicate DuckDB might judge otherwise (or out of its memory): Spark chooses
         df, count, local = settle(self._choose(where, rows, sample, seed))
         ids = df.selectExpr(*[ident(c.id) for c in self.task.root.columns])
         rows = (local if local is not None else ids.toArrow()).select(ids.columns)

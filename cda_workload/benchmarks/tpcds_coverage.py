@@ -196,9 +196,9 @@ def construct_of(exc: BaseException) -> str:
 
 class Deadline:
     """A per-statement time limit: once it passes, a watcher cancels every Spark job and
-    DuckDB query every second until the statement ends (one statement runs at a time; a step submits jobs one
-    after another, some from threads of its own that the job group does not reach), and
-    ``check()`` between steps raises ``TimedOut``."""
+    DuckDB query every second until the statement ends (one statement runs at a time; a
+    step submits jobs one after another, some from threads of its own that the job group
+    does not reach), and ``check()`` between steps raises ``TimedOut``."""
 
     def __init__(self, als: LineageSession, group: str, limit: float) -> None:
         self.sc = als.spark.sparkContext

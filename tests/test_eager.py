@@ -307,6 +307,26 @@ def test_composition_joins_each_child_row_once(spark: SparkSession, engine: str)
     assert sorted((r[LID], r["attr"]) for r in kept) == [(10, "a"), (10, "b")]
 
 
+@pytest.mark.parametrize(
+    ("name", "table", "row_id"), [("loan", "loan", "L02"), ("difference_below_agg", "orders", 1)]
+)
+def test_indexes_composed_by_spark_answer_as_duckdbs(
+    als: LineageSession, runs: Runs, monkeypatch: pytest.MonkeyPatch, name: str, table: str, row_id: Any
+) -> None:
+    """A non-local store or a capture over ``IN_PROCESS_BYTES`` has Spark compose the indexes
+    (the suite's stores are local and small: the bound is lowered here). Every row's answer,
+    its paths, model calls and control lineage, and a forward answer, as DuckDB's."""
+    build, options = RUNS[name]
+    monkeypatch.setattr("materialization.index_frames.IN_PROCESS_BYTES", -1)
+    by_spark = als.run(build(als), backend="eager", **options)
+    by_duckdb = runs[name]
+    written = by_spark.record["capture"]["indexes"][f"src-{table}"]
+    assert "deferred" not in written["forward"]  # Spark wrote it with the task
+    assert Lineage.of(by_spark.lineage()) == Lineage.of(by_duckdb.lineage())
+    fwd = {run: answer(run, run.forward(table=table, ids=[row_id])) for run in (by_spark, by_duckdb)}
+    assert fwd[by_spark] == fwd[by_duckdb] and fwd[by_spark]
+
+
 def test_interrupt_all_stops_a_running_build_query() -> None:
     """A time limit (the TPC-DS coverage benchmark's) stops the DuckDB query of an index
     build or an in-process question, which cancelling Spark's jobs does not reach."""

@@ -33,11 +33,22 @@ from materialization.compile import (
     grouped,
     ident,
     read_source,
+    ref,
     sql_col,
     tags_of,
 )
 from segmenter.errors import LineageError
-from segmenter.operators import Aggregation, Join, Node, Source, Task, sql_string
+from segmenter.operators import (
+    Aggregation,
+    Function,
+    Join,
+    Node,
+    Projection,
+    Selection,
+    Source,
+    Task,
+    sql_string,
+)
 from segmenter.segments import Segment
 
 LID = "__lid"
@@ -143,6 +154,19 @@ def lid_of(col_ids: Sequence[str]) -> Column:
     return F.expr(f"xxhash64({', '.join(['0', *cols, *(f'{c} IS NULL' for c in cols)])})")
 
 
+def one_pair_per_row(seg: Segment, plan: Mapping[str, Sequence[str]]) -> bool:
+    """Whether ``seg`` captures each row of its one input once: a source table captured at
+    its key (unique: checked when it was registered) under operators that never repeat a
+    row (σ π φ α). Its pairs are then distinct as captured, and need no deduplication (TPC-H
+    Q1 at SF 1: 6 M pairs, whose DISTINCT was 0.6 of the index build's 1.1 s)."""
+    if seg.is_d or len(seg.leaves) != 1 or not isinstance(seg.leaves[0], Source):
+        return False
+    leaf = seg.leaves[0]
+    at_key = tuple(plan.get(leaf.table, ())) == tuple(_names(leaf, leaf.key))
+    kept = (Selection, Projection, Function, Aggregation)
+    return at_key and all(isinstance(op, kept) for op in seg.operators)
+
+
 def lid_columns(seg: Segment) -> list[str]:
     """The columns whose values identify a segment's output row for lineage."""
     if seg.is_d:
@@ -220,9 +244,9 @@ class Capturer:
         body = self._compiler(inputs, tagged=True).compile(seg.body_top)
         for agg in reversed(seg.aggregations):
             body = body.withColumns({c.id: sql_col(e) for c, e in agg.keys})
-        tags = tags_of(body)
-        lineage = body.select(lid_of(lid_columns(seg)).alias(LID), *tags)
-        return SegmentCapture(out, lineage, {t: {"leaf": _leaf_index(t), "array": False} for t in tags})
+        rows = body.select(lid_of(lid_columns(seg)).alias(LID), *tags_of(body))
+        lineage, tags = self._lineage_table(seg, rows)
+        return SegmentCapture(out, lineage, tags)
 
     def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """Data lineage of T1 − T2: the left rows equal to each output row. The control
@@ -230,9 +254,31 @@ class Capturer:
         left = seg.leaves[0]
         out = self._compiler(_untagged(inputs)).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
         tagged = inputs[id(left)]
-        tags = tags_of(tagged)
-        lineage = tagged.select(lid_of([c.id for c in left.match_columns()]).alias(LID), *tags)
-        return SegmentCapture(out, lineage, {t: {"leaf": _leaf_index(t), "array": False} for t in tags})
+        lineage, tags = self._lineage_table(
+            seg, tagged.select(lid_of([c.id for c in left.match_columns()]).alias(LID), *tags_of(tagged))
+        )
+        return SegmentCapture(out, lineage, tags)
+
+    def _lineage_table(self, seg: Segment, rows: DataFrame) -> tuple[DataFrame, dict[str, dict[str, Any]]]:
+        """(__lid, tags) rows to write, and how to read each tag. Where a tag is a source row's
+        and never NULL (the only input of a segment, or a difference's left one: no outer join
+        or union puts NULLs there), its attributes are written as flat columns: Spark then
+        never builds the struct and Parquet writes and reads them faster (TPC-H Q1 at SF 1:
+        6 M rows, 1.35 → 1.05 s to write)."""
+        flat = seg.is_d or len(seg.leaves) == 1
+        columns: list[Column] = [ref(LID)]
+        tags: dict[str, dict[str, Any]] = {}
+        for tag in tags_of(rows):
+            j = _leaf_index(tag)
+            leaf = seg.leaves[j]
+            tags[tag] = {"leaf": j, "array": False}
+            if not (flat and isinstance(leaf, Source) and seg.child_for(leaf) is None):
+                columns.append(ref(tag))
+                continue
+            fields = [[f"{tag}:{a}", a] for a in self.plan[leaf.table]]
+            columns += [F.expr(f"{ident(tag)}.{ident(a)}").alias(c) for c, a in fields]
+            tags[tag]["fields"] = fields
+        return rows.select(*columns), tags
 
 
 def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collected: bool) -> DataFrame:

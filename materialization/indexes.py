@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from materialization import duck
-from materialization.capture import LID, Capture
+from materialization.capture import LID, Capture, one_pair_per_row
 from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
 from materialization.index_frames import Frames
 from materialization.provrc.paths import Step, encode_paths
@@ -129,7 +129,10 @@ class IndexBuilder:
         for tag, info in meta["tags"].items():
             leaf = seg.leaves[info["leaf"]]
             child = seg.child_for(leaf)
-            pairs = self.f.tag_pairs(lineage, tag, info["array"], expand=child is None)
+            if "fields" in info:  # a source row's attributes, written flat
+                pairs = self.f.select(lineage, [(LID, LID), *((c, a) for c, a in info["fields"])])
+            else:
+                pairs = self.f.tag_pairs(lineage, tag, info["array"], expand=child is None)
             if child is not None:
                 yield child, pairs
             else:
@@ -176,9 +179,10 @@ class IndexBuilder:
         pairs = {name: f.drop(rel, SEG) for name, rel in tagged.items()}
         storage = self.capture.storage or ("pairs",)
         jobs: dict[str, Callable[[], dict[str, Any]]] = {}
+        distinct = one_pair_per_row(self.root, self.plan)
         for name, rel in pairs.items():
             if "pairs" in storage:
-                jobs[f"index {name}"] = partial(self._write_both, rel, name)
+                jobs[f"index {name}"] = partial(self._write_both, rel, name, distinct)
         if ctl is not None:
             jobs["ctl"] = partial(self._write, f.semi(ctl, root_lids), "eager/ctl", [LID])
         reads = self._reads() if "backward" in self.capture.directions else {}
@@ -297,18 +301,22 @@ class IndexBuilder:
         """Segments whose model calls are indexes."""
         return [s.id for s in self.root.post_order() if s.functions] if self.capture.functions else []
 
-    def _write_both(self, pairs: Any, name: str) -> dict[str, Any]:
+    def _write_both(self, pairs: Any, name: str, distinct: bool = False) -> dict[str, Any]:
+        """The backward and forward index of ``pairs`` (``distinct``: as they are, with no
+        duplicates to remove)."""
         out: dict[str, Any] = {"attrs": self._attrs(pairs)}
         attrs = out["attrs"]
         source = pairs
         if "backward" in self.capture.directions:
-            out["backward"] = self._write(source, f"eager/backward/{name}", [LID])
+            out["backward"] = self._write(source, f"eager/backward/{name}", [LID], as_is=distinct)
             source = self._read(out["backward"]["dir"])  # re-sorting written pairs beats recomposing
         if "forward" in self.capture.directions:
             if "backward" in out and self.f.in_process:  # sorted by the first forward question
                 out["forward"] = {"dir": f"forward/{name}", "deferred": True, "bytes": 0}
             else:
-                out["forward"] = self._write(source, f"eager/forward/{name}", attrs, as_is="backward" in out)
+                out["forward"] = self._write(
+                    source, f"eager/forward/{name}", attrs, as_is="backward" in out or distinct
+                )
         return out
 
     def _write(self, rel: Any, path: str, order: list[str], as_is: bool = False) -> dict[str, Any]:

@@ -770,10 +770,17 @@ def test_small_eager_answers_run_no_spark_job(runs: Runs) -> None:
         assert len(fwd) == 2
     with spark_jobs() as in_process:  # lazy tracing queries answered in process: no job either
         run.lineage(rows=[("Reject", 1)], backend="lazy").source_rows("loan")
+    with spark_jobs() as eager_where:  # a predicate DuckDB judges as Spark does: chosen in process
+        by_where = run.lineage(where="Judge = 'Reject' AND count < 2")
+    with spark_jobs() as spark_where:  # one it does not know (upper): Spark chooses the rows
+        by_spark = run.lineage(where="upper(Judge) = 'REJECT'")
     with spark_jobs() as on_spark:  # the control: tracing queries forced onto Spark are jobs
         run.lineage(rows=[("Reject", 1)], backend="lazy", engine="spark").source_rows("loan")
-    assert eager_backward == [0] and eager_forward == [0] and in_process == [0]
-    assert on_spark[0] > 0
+    assert eager_backward == [0] and eager_forward == [0] and in_process == [0] and eager_where == [0]
+    assert on_spark[0] > 0 and spark_where[0] > 0
+    for found in (by_where, by_spark):
+        assert found.source_rows("loan") == lin.source_rows("loan")
+        assert found.reasoning_rows() == lin.reasoning_rows()
 
 
 def test_duckdb_out_of_its_memory_is_one_line_and_lazy_questions_go_to_spark(

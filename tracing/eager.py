@@ -30,6 +30,7 @@ from segmenter.operators import Function, Source, Task
 from segmenter.segments import Segment
 from tracing.allowed_sql import check_where
 from tracing.compressed import open_compressed
+from tracing.engines.duck_expressions import NotInProcess, output_predicate
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.forward_index import forward_index
@@ -149,6 +150,16 @@ class EagerIndex:
                 *[ref(i).alias(n) for i, n in self._visible], lid_of(lid_columns(self.root)).alias(LID)
             )
             rows = named.toArrow()
+        return rows, sorted(set(rows.column(LID).to_pylist()))
+
+    def where_targets(self, where: str) -> tuple[pa.Table, list[int]]:
+        """:meth:`targets` for the output rows matching ``where`` (Spark SQL over the output's
+        names), chosen in process: no Spark job. :class:`NotInProcess` where DuckDB might
+        judge a row otherwise, or the store is not local: Spark chooses them then."""
+        if not self.reader.local:
+            raise NotInProcess("the run is not in a local store")
+        test = output_predicate(where, self.task.output)
+        rows = self.reader.scan(self._uri("output"), [*self._visible, (LID, LID)], test)
         return rows, sorted(set(rows.column(LID).to_pylist()))
 
     def rows_targets(self, rows: list[dict[str, Any]]) -> tuple[pa.Table, list[int]]:

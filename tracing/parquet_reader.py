@@ -19,6 +19,7 @@ from materialization import duck
 from materialization.compile import null_safe_match, ref
 from materialization.index_frames import quoted
 from materialization.provrc import Boxes
+from tracing.engines.duck_expressions import register_functions
 
 IN_LIST_MAX = 300  # key values up to this many also filter the scan as literals (see _in_list)
 LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
@@ -69,7 +70,8 @@ class ParquetReader:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = duck.connect()
+            # functions a question's predicate translated from Spark SQL may call
+            self._con = register_functions(duck.connect())
             # index files never change once written: keep their Parquet footers between lookups
             self._con.execute("SET parquet_metadata_cache = true")
         return self._con

@@ -555,6 +555,11 @@ class Run:
             targets, lids = index.rows_targets(self._given_rows(rows))
         elif where is None and sample is None:
             targets, lids = index.targets(None)
+        elif sample is None:
+            try:
+                targets, lids = index.where_targets(where)
+            except NotInProcess:  # a predicate DuckDB might judge otherwise: Spark chooses
+                targets, lids = index.targets(self._choose(where, None, None, seed))
         else:
             targets, lids = index.targets(self._choose(where, None, sample, seed))
         if not lids:

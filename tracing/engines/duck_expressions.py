@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import decimal
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -24,7 +25,7 @@ import sqlglot
 from duckdb import sqltypes
 from sqlglot import exp
 
-from segmenter.operators import Expr
+from segmenter.operators import Col, Expr
 
 MAX_PRECISION = 38
 INTEGERS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}  # digits as a decimal
@@ -60,6 +61,16 @@ def to_duckdb(expr: Expr, types: dict[str, SqlType]) -> str:
     """``expr`` (Spark SQL over column ids) as DuckDB SQL; :class:`NotInProcess` where the two
     could differ. ``types``: the Spark type of every column id the expression may read."""
     return typed_duckdb(expr, types)[0]
+
+
+def output_predicate(where: str, output: Sequence[Col]) -> str:
+    """A question's ``where`` (Spark SQL over the output columns' names) as DuckDB SQL over
+    the same names; :class:`NotInProcess` where DuckDB might judge a row otherwise, or where
+    two output columns share a name."""
+    named = {c.name: c for c in output}
+    if len(named) < len(output):
+        raise NotInProcess("two output columns share a name")
+    return to_duckdb(Expr(where), {name: spark_type(c.dtype) for name, c in named.items()})
 
 
 def typed_duckdb(expr: Expr, types: dict[str, SqlType]) -> tuple[str, str]:

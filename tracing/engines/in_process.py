@@ -49,6 +49,7 @@ from tracing.engines import PARENT, Settled, renumber
 from tracing.engines.duck_expressions import (
     NotInProcess,
     SqlType,
+    output_predicate,
     register_functions,
     spark_type,
     to_duckdb,
@@ -202,12 +203,8 @@ class DuckEngine:
         ids = ", ".join(q(c.id) for c in root)
         rel = Rel(f"SELECT {ids} FROM {_parquet(path)}", tuple(c.id for c in root))
         if where is not None:
-            named = {c.name: c for c in output}
-            if len(named) < len(output):
-                raise NotInProcess("two output columns share a name")
-            views = ", ".join(f"{q(c.id)} AS {q(name)}" for name, c in named.items())
-            types = {name: spark_type(c.dtype) for name, c in named.items()}
-            test = to_duckdb(Expr(where), types)
+            test = output_predicate(where, output)
+            views = ", ".join(f"{q(c.id)} AS {q(c.name)}" for c in output)
             rel = Rel(f"SELECT {ids} FROM (SELECT *, {views} FROM ({rel.sql})) WHERE {test}", rel.cols)
         if rows is not None:
             given = self._register(self._given(rows, {c.id: c for c in output})).rows

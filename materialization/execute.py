@@ -13,7 +13,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from materialization.capture import Capture, Capturer
+from materialization.capture import Capture, Capturer, at_key
 from materialization.compile import Compiler, finish
 from materialization.formulas import capture_formulas
 from materialization.garbage import OWNER, owner
@@ -198,7 +198,12 @@ def _capture_segments(
     reasoning mode unless the capture drops reasoning lineage) with its lineage ids, so that
     parents can refer to its rows; a copy of an earlier segment (``shared``) stores its output."""
     plan = capture.resolve(task)
-    capturer = Capturer(spark, plan, capture.mode)
+    sources = {n.table: n for n in task.root.walk() if isinstance(n, Source)}
+    plain = frozenset(
+        t for t, attrs in plan.items()
+        if len(attrs) == 1 and at_key(sources[t], attrs) and store.key_without_nulls(sources[t].snapshot)
+    )  # fmt: skip
+    capturer = Capturer(spark, plan, capture.mode, plain)
     stored: dict[str, Any] = {}
     segments: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}

@@ -28,7 +28,7 @@ from typing import Any
 from materialization import duck
 from materialization.capture import LID, Capture, one_pair_per_row
 from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
-from materialization.index_frames import Frames
+from materialization.index_frames import REF, Frames
 from materialization.provrc.paths import Step, encode_paths
 from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
@@ -131,6 +131,9 @@ class IndexBuilder:
             child = seg.child_for(leaf)
             if "fields" in info:  # a source row's attributes, written flat
                 pairs = self.f.select(lineage, [(LID, LID), *((c, a) for c, a in info["fields"])])
+            elif "attr" in info:  # a source row's one key value, as is
+                pairs = self.f.tag_pairs(lineage, tag, info["array"], expand=False)
+                pairs = self.f.select(pairs, [(LID, LID), (REF, info["attr"])])
             else:
                 pairs = self.f.tag_pairs(lineage, tag, info["array"], expand=child is None)
             if child is not None:

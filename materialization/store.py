@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, reduce
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
 from materialization.catalog import STAGING, StoreCatalog, StoreError, check_run_id, located, portable
+from materialization.compile import ref
 from materialization.integrity import Files, manifest, manifest_digest
 from segmenter.parser import SourceRef
 
@@ -231,18 +232,24 @@ class ResultsStore:
             missing = [k for k in key if k.lower() not in lowered]
             if missing:
                 raise StoreError(f"source {name!r}: key column(s) {missing} not in {df.columns}")
-            dupes = df.groupBy(*key).count().filter("count > 1").limit(1).collect()
-            if dupes:
+            # one job finds a repeated key, else a NULL in a key column (the eager capture
+            # tags rows by a one-column key's value itself only where it holds none)
+            nulls = reduce(lambda a, b: a | b, [ref(k).isNull() for k in key])
+            counted = df.groupBy(*key).count()
+            found = counted.filter((F.col("count") > 1) | nulls).orderBy(F.desc("count")).limit(1).collect()
+            if found and found[0]["count"] > 1:
                 raise StoreError(
                     f"source {name!r}: key {list(key)} is not unique "
-                    f"(e.g. {dupes[0].asDict()}); declare another key or none (ids are added)"
+                    f"(e.g. {found[0].asDict()}); declare another key or none (ids are added)"
                 )
+            key_nulls = bool(found)
             key = tuple(key)
         else:
             if ROW_ID in lowered:
                 raise StoreError(f"source {name!r} already has a {ROW_ID!r} column: pass key=")
             df = _with_row_ids(df)
             key = (ROW_ID,)
+            key_nulls = False
         staging = self.path("sources", name, f"{STAGING}{uuid.uuid4().hex}")
         try:
             rows = self.write_parquet(df, staging)
@@ -250,6 +257,7 @@ class ResultsStore:
             meta = {
                 "table": name,
                 "key": list(key),
+                "key_nulls": key_nulls,
                 "columns": columns,
                 "files": self.manifest(staging),
                 "snapshot": final,
@@ -306,6 +314,11 @@ class ResultsStore:
     def source_at(self, snapshot: str) -> SourceRef:
         meta = self._source_meta(snapshot)
         return SourceRef(meta["table"], tuple(meta["key"]), snapshot)
+
+    def key_without_nulls(self, snapshot: str) -> bool:
+        """Whether the snapshot's key columns hold no NULL (unknown for snapshots registered
+        before this was recorded: False)."""
+        return self._source_meta(snapshot).get("key_nulls") is False
 
     def uncertainty(self, snapshot: str) -> Uncertainty | None:
         """How likely the rows of a source snapshot are (None: a certain table)."""

@@ -109,6 +109,12 @@ def each_order_twice(als: LineageSession) -> DataFrame:
     return als.table("lineitem").select("l_orderkey", F.explode(F.array(F.lit(1), F.lit(1))).alias("k"))
 
 
+def gadgets_per_kind(als: LineageSession) -> DataFrame:
+    """⋈ and α over a table whose one-column key holds a NULL, and one whose key holds none."""
+    joined = als.table("gadget").join(als.table("customer"), F.col("g_cust") == F.col("c_custkey"))
+    return joined.groupBy("kind").agg(F.count(F.lit(1)).alias("n"))
+
+
 RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
     "loan": (loan_task, {}),
     "loan_no_functions": (loan_task, {"capture": Capture(functions=False)}),
@@ -129,6 +135,7 @@ RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
         {"capture": Capture(granularity={"lineitem": ("l_suppkey",)})},
     ),
     "each_order_twice": (each_order_twice, {}),
+    "gadgets": (gadgets_per_kind, {}),
     "difference": (orders_without_returns, {}),
     "difference_below_agg": (priorities_without_returns, {}),
     "difference_same_table": (air_orders_without_returns, {}),
@@ -154,6 +161,9 @@ class Runs:
 def als(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> LineageSession:
     session = LineageSession(spark, store=str(tmp_path_factory.mktemp("eager") / "store"))
     register_suite_tables(session, tables=TABLES)  # and the loan example's tables
+    rows = [(None, "a", 1), (1, "a", 2), (2, "b", 2)]
+    gadgets = spark.createDataFrame(rows, "g_id int, kind string, g_cust int")
+    session.register_table("gadget", gadgets, key="g_id")
     return session
 
 
@@ -511,6 +521,25 @@ def test_scan_indexes_hold_each_pair_once(runs: Runs) -> None:
     assert returned.source_rows("lineitem") == traced.source_rows("lineitem")
     per_supplier = coarse.lineage(rows=target).source_ids("lineitem")
     assert per_supplier == {(s,) for f, s in suppliers if f == "R"}
+
+
+def test_a_key_without_nulls_tags_rows_by_its_value(als: LineageSession, runs: Runs) -> None:
+    """A one-column key with no NULL (recorded when the table was registered) tags its rows
+    by the value itself; a key that holds a NULL keeps a struct, so that `collect_list`, which
+    drops NULLs, keeps the NULL-key row in its group's lineage."""
+    store = als.store
+    assert store.key_without_nulls(store.current_source("customer").snapshot)
+    assert not store.key_without_nulls(store.current_source("gadget").snapshot)
+    run = runs["gadgets"]
+    tags = run.record["capture"]["segments"]["0"]["tags"]
+    assert sorted(info.get("attr", "") for info in tags.values()) == ["", "c_custkey"]
+    lin = run.lineage(rows=[("a", 2)])
+    assert lin.source_ids("gadget") == {(None,), (1,)}
+    assert lin.source_ids("customer") == {(1,), (2,)}
+    traced = run.lineage(rows=[("a", 2)], backend="lazy")
+    for table in ("gadget", "customer"):
+        assert lin.source_rows(table) == traced.source_rows(table), table
+    assert answer(run, run.forward(table="customer", ids=[2])) == Counter({("a", 2): 1, ("b", 1): 1})
 
 
 # --- differences -----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 
-from materialization.capture import LID, lid_columns, lid_of
+from materialization.capture import LID, at_key, lid_columns, lid_of
 from materialization.compile import ROW_ID, ref
 from materialization.compressed_index import COMPRESSED
 from materialization.indexes import DIFF, SEG, TABLE, index_name
@@ -123,9 +123,7 @@ class EagerIndex:
 
     def keyed(self, table: str) -> bool:
         """Whether ``table``'s lineage is on its key (rows), not a coarser attribute set."""
-        source = self.sources[table]
-        names = {c.id: c.name for c in source.cols}
-        return self.attrs(table) == [names[k] for k in source.key]
+        return at_key(self.sources[table], self.attrs(table))
 
     @property
     def _visible(self) -> list[tuple[str, str]]:

@@ -171,6 +171,41 @@ def at_key(source: Source, attrs: Sequence[str]) -> bool:
     return tuple(attrs) == tuple(_names(source, source.key))
 
 
+def scan_aggregation(seg: Segment) -> bool:
+    """α over σ/π/γ over one source table: its lineage is a function of each scanned row
+    alone (the row and the group its keys name), so it can be derived from the source."""
+    return (
+        not seg.is_d
+        and bool(seg.aggregations)
+        and len(seg.leaves) == 1
+        and isinstance(seg.leaves[0], Source)
+        and not any(isinstance(op, Join) for op in seg.operators)
+    )
+
+
+def packing(
+    attrs: Sequence[str], ranges: Mapping[str, tuple[int, int]], types: Mapping[str, str]
+) -> list[list[Any]] | None:
+    """How a key of several integer columns (``ranges``: each one's min and max in the
+    snapshot) fits one bigint: per attribute [name, shift, bits, min, Spark type], each value
+    less its column's min in bits of its own; None where they need more than 63 bits. A
+    bigint tag costs the capture's shuffle and ``collect_list`` less than a struct of the
+    columns (as a one-column key's plain value does)."""
+    layout: list[list[Any]] = []
+    shift = 0
+    for a in reversed(attrs):
+        lo, hi = ranges[a]
+        bits = max(1, (hi - lo).bit_length())
+        layout.insert(0, [a, shift, bits, lo, types[a]])
+        shift += bits
+    return layout if shift <= 63 else None
+
+
+def flat_fields(tag: str, attrs: Sequence[str]) -> list[list[str]]:
+    """The flat columns a source row's tag is written as: [column, attribute] pairs."""
+    return [[f"{tag}:{a}", a] for a in attrs]
+
+
 def lid_columns(seg: Segment) -> list[str]:
     """The columns whose values identify a segment's output row for lineage."""
     if seg.is_d:
@@ -188,8 +223,10 @@ class SegmentCapture:
     output: DataFrame
     lineage: DataFrame | None
     # tag column -> {"leaf": j, "array": bool}, and for a source's tag "attr" (a plain key
-    # value, not a struct) or "fields" ([column, attribute] pairs written flat)
+    # value, not a struct), "packed" (a key packed into a bigint: :func:`packing`) or
+    # "fields" ([column, attribute] pairs written flat)
     tags: dict[str, dict[str, Any]]
+    derived: bool = False  # the lineage is derived when the indexes are built (Frames.derived)
 
 
 class Capturer:
@@ -201,15 +238,23 @@ class Capturer:
         plan: dict[str, tuple[str, ...]],
         mode: str,
         plain: frozenset[str] = frozenset(),
+        derived: frozenset[int] = frozenset(),
+        packed: Mapping[str, list[list[Any]]] | None = None,
     ) -> None:
         self.spark = spark
         self.plan = plan  # captured table -> attribute names
         self.mode = mode
+        # scan aggregations (by segment id) whose lineage the index builder derives from the
+        # source snapshot in process, instead of a second Spark pass over the scan
+        self.derived = derived
         # tables tagged by their one key column's value itself, not a struct of it: a key
         # with no NULL (recorded when the table was registered), so a NULL tag only ever
         # means "no row", as `collect_list`, which drops NULLs, needs. A struct costs the
         # aggregation more: TPC-H Q3's capture at SF 1, +31 % with structs, +21 % without
         self.plain = plain
+        # tables tagged by their key of several integer columns packed into a bigint
+        # (:func:`packing`): the same reasons, for keys like TPC-H line items'
+        self.packed = packed or {}
 
     def leaf_input(self, leaf: Node, j: int, child_output: DataFrame | None) -> DataFrame:
         """A segment input with its tag: the attributes of a captured source row, or the
@@ -225,6 +270,12 @@ class Capturer:
         by_name = {c.name: c.id for c in leaf.cols}
         if leaf.table in self.plain:
             return df.withColumn(tag, ref(by_name[attrs[0]]))
+        if leaf.table in self.packed:
+            parts = [
+                f"shiftleft(CAST({ident(by_name[a])} AS BIGINT) - CAST({lo} AS BIGINT), {shift})"
+                for a, shift, _, lo, _ in self.packed[leaf.table]
+            ]
+            return df.withColumn(tag, F.expr(" | ".join(parts)))
         fields = ", ".join(f"{sql_string(a)}, {ident(by_name[a])}" for a in attrs)
         return df.withColumn(tag, F.expr(f"named_struct({fields})"))
 
@@ -236,11 +287,15 @@ class Capturer:
         info: dict[str, Any] = {"leaf": j, "array": array}
         if isinstance(leaf, Source) and leaf.table in self.plain:
             info["attr"] = self.plan[leaf.table][0]
+        if isinstance(leaf, Source) and leaf.table in self.packed:
+            info["packed"] = self.packed[leaf.table]
         return info
 
     def segment(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         if seg.is_d:
             return self._difference(seg, inputs)
+        if seg.id in self.derived:
+            return self._derived(seg, inputs)
         joins = [op for op in seg.operators if isinstance(op, Join)]
         if any(j.semi for j in joins) or (seg.aggregations and not joins):
             return self._separate(seg, inputs)
@@ -270,12 +325,30 @@ class Capturer:
         be built in a handful of tasks; flat (lineage id, tag) rows are written in parallel."""
         out = self._compiler(_untagged(inputs)).compile(seg.top)
         out = out.withColumn(LID, lid_of(lid_columns(seg)))
+        lineage, tags = self.lineage_table(seg, inputs)
+        return SegmentCapture(out, lineage, tags)
+
+    def lineage_table(
+        self, seg: Segment, inputs: dict[int, DataFrame]
+    ) -> tuple[DataFrame, dict[str, dict[str, Any]]]:
+        """(__lid, tags) of every row of the tagged body, under its group's lineage id (the
+        aggregations' keys evaluated on it), and how to read each tag."""
         body = self._compiler(inputs, tagged=True).compile(seg.body_top)
         for agg in reversed(seg.aggregations):
             body = body.withColumns({c.id: sql_col(e) for c, e in agg.keys})
         rows = body.select(lid_of(lid_columns(seg)).alias(LID), *tags_of(body))
-        lineage, tags = self._lineage_table(seg, rows)
-        return SegmentCapture(out, lineage, tags)
+        return self._lineage_table(seg, rows)
+
+    def _derived(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
+        """The output alone: the index builder derives the lineage, (``__lid``, attributes)
+        of every row the scan keeps, as flat columns (:func:`flat_fields`)."""
+        out = self._compiler(_untagged(inputs)).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
+        leaf = seg.leaves[0]
+        assert isinstance(leaf, Source)
+        tag = f"{TAG_PREFIX}0"
+        attrs = self.plan.get(leaf.table)
+        tags = {} if attrs is None else {tag: {"leaf": 0, "array": False, "fields": flat_fields(tag, attrs)}}
+        return SegmentCapture(out, None, tags, derived=True)
 
     def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """Data lineage of T1 − T2: the left rows equal to each output row. The control
@@ -300,11 +373,11 @@ class Capturer:
         for tag in tags_of(rows):
             info = self._info(seg, tag, False)
             leaf = seg.leaves[info["leaf"]]
-            if not (flat and isinstance(leaf, Source)):
+            if not (flat and isinstance(leaf, Source)) or "packed" in info:  # packed: one column
                 columns.append(ref(tag))
                 tags[tag] = info
                 continue
-            fields = [[f"{tag}:{a}", a] for a in self.plan[leaf.table]]
+            fields = flat_fields(tag, self.plan[leaf.table])
             if "attr" in info:  # the value itself
                 columns.append(ref(tag).alias(fields[0][0]))
             else:

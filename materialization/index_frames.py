@@ -27,10 +27,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization import duck
-from materialization.capture import LID
-from materialization.compile import read_source, ref
+from materialization.capture import LID, Capturer, flat_fields, lid_columns
+from materialization.compile import TAG_PREFIX, read_source, ref
+from materialization.duck_expressions import register_functions
+from materialization.duck_plan import DuckPlan, Rel, column_types, quoted
 from materialization.store import ResultsStore
 from segmenter.operators import Source
+from segmenter.segments import Segment
 
 REF = "__ref"
 ROW_GROUP_BYTES = 1 << 20  # small row groups: a point lookup decompresses little
@@ -51,6 +54,12 @@ class Frames(Protocol):
 
     def columns(self, rel: Any) -> list[str]: ...
 
+    def derived(self, seg: Segment, attrs: Sequence[str], output: Any) -> Any:
+        """The lineage of scan aggregation ``seg`` (:func:`capture.scan_aggregation`), which the
+        capture left to the builder: (__lid, the ``attrs`` of its source's row as the flat
+        columns :func:`capture.flat_fields` names) for every row its scan keeps, under the
+        lineage id of its group in ``output`` (the segment's stored output)."""
+
     def lids(self, rel: Any) -> Any:
         """The distinct ``__lid`` of ``rel``."""
 
@@ -63,6 +72,10 @@ class Frames(Protocol):
     def tag_pairs(self, lineage: Any, tag: str, array: bool, expand: bool) -> Any:
         """(__lid, __ref) of each non-null tag (each item of a list of tags); ``expand``: the
         tag is a struct of a source row's attributes, as (__lid, attrs...)."""
+
+    def unpacked(self, pairs: Any, layout: Sequence[Sequence[Any]]) -> Any:
+        """(__lid, __ref) of keys packed into a bigint (:func:`capture.packing`'s ``layout``)
+        as (__lid, attrs...), each attribute of its own type again."""
 
     def through(self, pairs: Any, below: Any) -> Any:
         """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> distinct (__lid, x...), over
@@ -126,6 +139,13 @@ class SparkFrames:
     def columns(self, rel: DataFrame) -> list[str]:
         return list(rel.columns)
 
+    def derived(self, seg: Segment, attrs: Sequence[str], output: DataFrame) -> DataFrame:
+        """The tagged scan evaluated again, its groups' lineage ids hashed from their keys."""
+        leaf = seg.leaves[0]
+        assert isinstance(leaf, Source)
+        capturer = Capturer(self.spark, {leaf.table: tuple(attrs)}, "normal")
+        return capturer.lineage_table(seg, {id(leaf): capturer.leaf_input(leaf, 0, None)})[0]
+
     def lids(self, rel: DataFrame) -> DataFrame:
         return rel.select(LID).distinct()
 
@@ -139,6 +159,15 @@ class SparkFrames:
         column = F.explode(ref(tag)) if array else ref(tag)
         pairs = lineage.select(ref(LID), column.alias(REF)).where(F.col(REF).isNotNull())
         return pairs.select(LID, f"{REF}.*") if expand else pairs
+
+    def unpacked(self, pairs: DataFrame, layout: Sequence[Sequence[Any]]) -> DataFrame:
+        return pairs.select(
+            ref(LID),
+            *[
+                F.expr(f"CAST((shiftright({REF}, {shift}) & {(1 << bits) - 1}) + {lo} AS {dtype})").alias(a)
+                for a, shift, bits, lo, dtype in layout
+            ],
+        )
 
     def through(self, pairs: DataFrame, below: DataFrame) -> DataFrame:
         return pairs.distinct().join(below.distinct().withColumnRenamed(LID, REF), REF).drop(REF).distinct()
@@ -201,18 +230,16 @@ class SparkFrames:
             df.unpersist()
 
 
-def quoted(name: str) -> str:
-    """A DuckDB identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _literal(value: Any) -> str:
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     return "NULL" if value is None else repr(value)
 
 
-_DUCK_TYPES = {"int": "INTEGER", "long": "BIGINT", "string": "VARCHAR"}
+_DUCK_TYPES = {
+    "tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER", "bigint": "BIGINT", "long": "BIGINT",
+    "string": "VARCHAR",
+}  # fmt: skip
 
 
 SPILL_PREFIX = "al-index-build-"  # + the building process's id
@@ -249,7 +276,7 @@ class DuckFrames:
         # with the frames, or by the next build if this process is killed
         spill = spill_folder()
         weakref.finalize(self, shutil.rmtree, spill, True)
-        self.con = duck.connect(temp_directory=spill)
+        self.con = register_functions(duck.connect(temp_directory=spill))  # Spark's decimal division
         self._tables = itertools.count()
         self._kept: dict[str, str] = {}
 
@@ -277,6 +304,27 @@ class DuckFrames:
     def columns(self, rel: str) -> list[str]:
         return list(self.con.sql(f"SELECT * FROM ({rel}) LIMIT 0").columns)
 
+    def derived(self, seg: Segment, attrs: Sequence[str], output: str) -> str:
+        """The scan in DuckDB over the source snapshot (every expression on the allow-list:
+        :func:`duck_plan.exact_in_duckdb`), each kept row joined to its group's lineage id by
+        the grouping keys' values (DuckDB has no Spark hash to compute the id with)."""
+        leaf = seg.leaves[0]
+        assert isinstance(leaf, Source)
+        plan = DuckPlan(self.con, column_types(seg), lambda uri: f"({self.read(uri)})")
+        scanned = plan.source(leaf)
+        by_name = {c.name: c.id for c in leaf.cols}
+        fields = [c for c, _ in flat_fields(f"{TAG_PREFIX}0", attrs)]
+        tags = ", ".join(f"{quoted(by_name[a])} AS {quoted(c)}" for c, a in zip(fields, attrs))
+        tagged = Rel(f"SELECT *, {tags} FROM ({scanned.sql})", (*scanned.cols, *fields))
+        body = plan.compile(seg.body_top, {id(leaf): tagged}, tagged=True)
+        for agg in reversed(seg.aggregations):
+            body = plan.with_keys(body, agg.keys)
+        keys = lid_columns(seg)
+        groups = f"SELECT DISTINCT {', '.join(map(quoted, [*keys, LID]))} FROM ({output})"
+        on = " AND ".join(f"b.{quoted(k)} IS NOT DISTINCT FROM o.{quoted(k)}" for k in keys) or "TRUE"
+        picked = ", ".join([f"o.{quoted(LID)}", *(f"b.{quoted(c)}" for c in fields)])
+        return f"SELECT {picked} FROM ({body.sql}) b JOIN ({groups}) o ON {on}"
+
     def lids(self, rel: str) -> str:
         return f"SELECT DISTINCT {quoted(LID)} FROM ({rel})"
 
@@ -294,6 +342,14 @@ class DuckFrames:
         pairs = f"SELECT {quoted(LID)}, {value} AS {quoted(REF)} FROM ({lineage})"
         pairs = f"SELECT * FROM ({pairs}) WHERE {quoted(REF)} IS NOT NULL"
         return f"SELECT {quoted(LID)}, UNNEST({quoted(REF)}) FROM ({pairs})" if expand else pairs
+
+    def unpacked(self, pairs: str, layout: Sequence[Sequence[Any]]) -> str:
+        value = f"(({quoted(REF)} >> {{}}) & {{}}) + {{}}"
+        attrs = [
+            f"CAST({value.format(shift, (1 << bits) - 1, lo)} AS {_DUCK_TYPES[dtype]}) AS {quoted(a)}"
+            for a, shift, bits, lo, dtype in layout
+        ]
+        return f"SELECT {quoted(LID)}, {', '.join(attrs)} FROM ({pairs})"
 
     def through(self, pairs: str, below: str) -> str:
         return (

@@ -125,12 +125,22 @@ class IndexBuilder:
         """Per input of ``seg`` what its rows were derived from: (__lid, __ref) pairs to a
         child segment's rows, or (__lid, attrs...) pairs to a source table's."""
         meta = self.segments[str(seg.id)]
-        lineage = self._read(meta["lineage"] or meta["output"])
+        if not meta["tags"]:
+            return
+        if meta.get("derived"):  # a scan aggregation's: from its source, and its output's ids
+            leaf = seg.leaves[0]
+            assert isinstance(leaf, Source)
+            lineage = self.f.derived(seg, self.plan[leaf.table], self._read(meta["output"]))
+        else:
+            lineage = self._read(meta["lineage"] or meta["output"])
         for tag, info in meta["tags"].items():
             leaf = seg.leaves[info["leaf"]]
             child = seg.child_for(leaf)
             if "fields" in info:  # a source row's attributes, written flat
                 pairs = self.f.select(lineage, [(LID, LID), *((c, a) for c, a in info["fields"])])
+            elif "packed" in info:  # a source row's key packed into one bigint
+                pairs = self.f.tag_pairs(lineage, tag, info["array"], expand=False)
+                pairs = self.f.unpacked(pairs, info["packed"])
             elif "attr" in info:  # a source row's one key value, as is
                 pairs = self.f.tag_pairs(lineage, tag, info["array"], expand=False)
                 pairs = self.f.select(pairs, [(LID, LID), (REF, info["attr"])])

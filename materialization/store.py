@@ -27,7 +27,7 @@ from functools import cached_property, reduce
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
@@ -40,6 +40,7 @@ ROW_ID = "_rid"
 DERIVED = "_al_lineage"  # a derived source's column: the variables of the run rows behind each row
 SOURCE_META = "_al_source.json"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INTEGRAL = ("tinyint", "smallint", "int", "bigint")  # Spark's integer types, by simpleString
 
 
 @dataclass(frozen=True)
@@ -201,10 +202,15 @@ class ResultsStore:
 
     def write_parquet(self, df: DataFrame, path: str) -> int:
         """Write ``df``; its row count, observed while writing (no second job to count)."""
-        rows = Observation("rows")
-        counted = df.observe(rows, F.count(F.lit(1)).alias("n"))
+        return int(self.write_observed(df, path)["n"])
+
+    def write_observed(self, df: DataFrame, path: str, **observed: Column) -> dict[str, Any]:
+        """Write ``df``; its row count (``n``) and the ``observed`` aggregates over its rows,
+        computed while writing (no second job)."""
+        seen = Observation("rows")
+        counted = df.observe(seen, F.count(F.lit(1)).alias("n"), *[c.alias(k) for k, c in observed.items()])
         counted.write.mode("error").option("compression", "zstd").parquet(path)
-        return int(rows.get["n"])
+        return dict(seen.get)
 
     # --- sources ------------------------------------------------------------------------------
     def register_source(
@@ -250,14 +256,26 @@ class ResultsStore:
             df = _with_row_ids(df)
             key = (ROW_ID,)
             key_nulls = False
+        # a key of several integer columns with no NULL: each column's range, observed while
+        # the snapshot is written, lets the eager capture tag a row by one packed bigint
+        types = {f.name.lower(): f.dataType.simpleString() for f in df.schema.fields}
+        ranged = len(key) > 1 and not key_nulls and all(types[k.lower()] in INTEGRAL for k in key)
+        bounds = {f"lo{i}": F.min(ref(k)) for i, k in enumerate(key)} | {
+            f"hi{i}": F.max(ref(k)) for i, k in enumerate(key)
+        }
         staging = self.path("sources", name, f"{STAGING}{uuid.uuid4().hex}")
         try:
-            rows = self.write_parquet(df, staging)
+            seen = self.write_observed(df, staging, **(bounds if ranged else {}))
+            rows = int(seen["n"])
+            ranges = None
+            if ranged and rows:
+                ranges = {k: [seen[f"lo{i}"], seen[f"hi{i}"]] for i, k in enumerate(key)}
             final = self.path("sources", name, new_id("s"))  # named at commit: newest is current
             meta = {
                 "table": name,
                 "key": list(key),
                 "key_nulls": key_nulls,
+                "key_ranges": ranges,
                 "columns": columns,
                 "files": self.manifest(staging),
                 "snapshot": final,
@@ -319,6 +337,12 @@ class ResultsStore:
         """Whether the snapshot's key columns hold no NULL (unknown for snapshots registered
         before this was recorded: False)."""
         return self._source_meta(snapshot).get("key_nulls") is False
+
+    def key_ranges(self, snapshot: str) -> dict[str, tuple[int, int]] | None:
+        """Each key column's (min, max), where the key is several integer columns that hold
+        no NULL (recorded at registration; None otherwise, or for older snapshots)."""
+        found = self._source_meta(snapshot).get("key_ranges")
+        return {k: (int(lo), int(hi)) for k, (lo, hi) in found.items()} if found else None
 
     def uncertainty(self, snapshot: str) -> Uncertainty | None:
         """How likely the rows of a source snapshot are (None: a certain table)."""

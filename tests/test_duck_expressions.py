@@ -1,4 +1,4 @@
-"""The in-process engine's allow-list (tracing/engines/duck_expressions.py): every expression
+"""The in-process engine's allow-list (materialization/duck_expressions.py): every expression
 it accepts gives, in DuckDB, the values Spark gives on the same rows (NULLs, negative numbers,
 decimals of several scales, Unicode and empty strings, dates), and what could differ is
 refused, so the question goes to Spark."""
@@ -15,8 +15,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from materialization.duck_expressions import NotInProcess, register_functions, spark_type, to_duckdb
 from segmenter.operators import Expr
-from tracing.engines.duck_expressions import NotInProcess, register_functions, spark_type, to_duckdb
 
 SCHEMA = "i int, b bigint, d decimal(12,2), e decimal(15,4), s string, dt date, f double"
 ROWS = [

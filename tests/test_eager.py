@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from cda_workload.workloads.loan_example import loan_task
 from materialization import duck
-from materialization.capture import LID, Capture, CaptureError
+from materialization.capture import LID, Capture, CaptureError, packing
 from materialization.index_frames import REF, SPILL_PREFIX, DuckFrames, SparkFrames, spill_folder
 from materialization.integrity import IntegrityError, verify
 from segmenter.errors import LineageError
@@ -115,6 +115,16 @@ def gadgets_per_kind(als: LineageSession) -> DataFrame:
     return joined.groupBy("kind").agg(F.count(F.lit(1)).alias("n"))
 
 
+SHELVES = [(-3, -(2**40), "a"), (2, 7, "a"), (0, 0, "b")]  # a key of two integer columns
+
+
+def shelves_per_kind(als: LineageSession, how: str = "inner") -> DataFrame:
+    """⋈ (or ⋉: the lineage written by a second pass) and α over a table keyed by two integer
+    columns, negative values and 42 bits of range included."""
+    joined = als.table("shelf").join(als.table("gadget"), "kind", how)
+    return joined.groupBy("kind").agg(F.count(F.lit(1)).alias("n"))
+
+
 RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
     "loan": (loan_task, {}),
     "loan_no_functions": (loan_task, {"capture": Capture(functions=False)}),
@@ -136,6 +146,8 @@ RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
     ),
     "each_order_twice": (each_order_twice, {}),
     "gadgets": (gadgets_per_kind, {}),
+    "shelves": (shelves_per_kind, {}),
+    "shelves_semi": (lambda als: shelves_per_kind(als, "left_semi"), {}),
     "difference": (orders_without_returns, {}),
     "difference_below_agg": (priorities_without_returns, {}),
     "difference_same_table": (air_orders_without_returns, {}),
@@ -164,6 +176,8 @@ def als(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Lineag
     rows = [(None, "a", 1), (1, "a", 2), (2, "b", 2)]
     gadgets = spark.createDataFrame(rows, "g_id int, kind string, g_cust int")
     session.register_table("gadget", gadgets, key="g_id")
+    shelves = spark.createDataFrame(SHELVES, "s_bin smallint, s_slot bigint, kind string")
+    session.register_table("shelf", shelves, key=["S_BIN", "s_slot"])  # a key in another case
     return session
 
 
@@ -335,14 +349,16 @@ def test_composition_joins_each_child_row_once(spark: SparkSession, engine: str)
 
 
 @pytest.mark.parametrize(
-    ("name", "table", "row_id"), [("loan", "loan", "L02"), ("difference_below_agg", "orders", 1)]
+    ("name", "table", "row_id"),
+    [("loan", "loan", "L02"), ("difference_below_agg", "orders", 1), ("by_flag", "lineitem", (1, 1))],
 )
 def test_indexes_composed_by_spark_answer_as_duckdbs(
     als: LineageSession, runs: Runs, monkeypatch: pytest.MonkeyPatch, name: str, table: str, row_id: Any
 ) -> None:
     """A non-local store or a capture over ``IN_PROCESS_BYTES`` has Spark compose the indexes
     (the suite's stores are local and small: the bound is lowered here). Every row's answer,
-    its paths, model calls and control lineage, and a forward answer, as DuckDB's."""
+    its paths, model calls and control lineage, and a forward answer, as DuckDB's; α over a
+    scan, whose lineage the builder derives, by a Spark pass as by DuckDB."""
     build, options = RUNS[name]
     monkeypatch.setattr("materialization.index_frames.IN_PROCESS_BYTES", -1)
     by_spark = als.run(build(als), backend="eager", **options)
@@ -506,6 +522,8 @@ def test_scan_indexes_hold_each_pair_once(runs: Runs) -> None:
         return [tuple(r.values()) for r in rows]
 
     suppliers = {(f, s) for f, s in zip(LINEITEM.l_returnflag, LINEITEM.l_suppkey)}
+    for name in ("by_flag", "by_flag_per_supplier"):  # derived in process from the snapshot
+        assert runs[name].record["capture"]["segments"]["0"].get("derived") is True, name
     for name, expected in (
         ("by_flag", len(LINEITEM)),
         ("by_flag_per_supplier", len(suppliers)),
@@ -540,6 +558,29 @@ def test_a_key_without_nulls_tags_rows_by_its_value(als: LineageSession, runs: R
     for table in ("gadget", "customer"):
         assert lin.source_rows(table) == traced.source_rows(table), table
     assert answer(run, run.forward(table="customer", ids=[2])) == Counter({("a", 2): 1, ("b", 1): 1})
+
+
+def test_a_key_of_integer_columns_tags_rows_by_one_packed_bigint(als: LineageSession, runs: Runs) -> None:
+    """A key of several integer columns with no NULL is tagged by one bigint (each column's
+    value less its min, in bits of its own: the ranges registration observed), and unpacked
+    into the columns, of their own types, when the indexes are built."""
+    assert packing(["a", "b"], {"a": (0, 1), "b": (-5, 2**62)}, {"a": "int", "b": "bigint"}) is None
+    ranges = als.store.key_ranges(als.store.current_source("shelf").snapshot)
+    assert ranges == {"S_BIN": (-3, 2), "s_slot": (-(2**40), 7)}
+    expected = {(b, s) for b, s, kind in SHELVES if kind == "a"}
+    for name in ("shelves", "shelves_semi"):
+        run = runs[name]
+        tags = run.record["capture"]["segments"]["0"]["tags"]
+        assert [info["packed"] for info in tags.values() if "packed" in info] == [
+            [["s_bin", 41, 3, -3, "smallint"], ["s_slot", 0, 41, -(2**40), "bigint"]]
+        ], name
+        lin = run.lineage(rows=[{"kind": "a"}])
+        assert lin.source_ids("shelf") == expected, name
+        traced = run.lineage(rows=[{"kind": "a"}], backend="lazy")
+        assert lin.source_rows("shelf") == traced.source_rows("shelf"), name
+        row_a = Counter(t for t in bag(run).elements() if t[0] == "a")
+        assert answer(run, run.forward(table="shelf", ids=[(-3, -(2**40))])) == row_a, name
+    assert als.store.key_ranges(als.store.current_source("customer").snapshot) is None  # one column
 
 
 # --- differences -----------------------------------------------------------------------------

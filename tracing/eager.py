@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from materialization.capture import LID, at_key, lid_columns, lid_of
 from materialization.compile import ROW_ID, ref
 from materialization.compressed_index import COMPRESSED
+from materialization.duck_expressions import NotInProcess, output_predicate
 from materialization.indexes import DIFF, SEG, TABLE, index_name
 from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
@@ -30,7 +31,6 @@ from segmenter.operators import Function, Source, Task
 from segmenter.segments import Segment
 from tracing.allowed_sql import check_where
 from tracing.compressed import open_compressed
-from tracing.engines.duck_expressions import NotInProcess, output_predicate
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import ForwardLineage
 from tracing.forward_index import forward_index

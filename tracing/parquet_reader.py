@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 
 from materialization import duck
 from materialization.compile import null_safe_match, ref
-from materialization.index_frames import quoted
+from materialization.duck_expressions import register_functions
+from materialization.duck_plan import quoted
 from materialization.provrc import Boxes
-from tracing.engines.duck_expressions import register_functions
 
 IN_LIST_MAX = 300  # key values up to this many also filter the scan as literals (see _in_list)
 LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)

@@ -34,6 +34,7 @@ from materialization import duck
 from materialization.capture import Capture
 from materialization.compile import aliased, ident, read_columns, ref, visible
 from materialization.compressed_index import COMPRESSED
+from materialization.duck_expressions import NotInProcess
 from materialization.execute import execute_run, translate_task_errors
 from materialization.formulas import VAR, refuse_unsound, root_vars
 from materialization.integrity import Check, budget, check_run, check_snapshot
@@ -60,7 +61,6 @@ from tracing.confidence.store import FormulaStore
 from tracing.derive import derive
 from tracing.eager import EagerIndex
 from tracing.engines import Engine, Settled, choose_engine
-from tracing.engines.duck_expressions import NotInProcess
 from tracing.engines.in_process import DuckEngine
 from tracing.engines.spark_engine import SparkEngine
 from tracing.errors import NotCapturedError, TargetNotFoundError, filter_where, first_line

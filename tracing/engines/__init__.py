@@ -18,11 +18,11 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
 from materialization.compile import ROW_ID
+from materialization.duck_expressions import NotInProcess
 from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from segmenter.operators import Col, Expr, Node
 from segmenter.segments import Segment
-from tracing.engines.duck_expressions import NotInProcess
 
 ENGINES = ("auto", "in-process", "spark")
 

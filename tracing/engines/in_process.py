@@ -3,7 +3,7 @@ intermediates and source snapshots) and Arrow tables, without a Spark job.
 
 It answers only what it can answer exactly as Spark would (:func:`check_in_process` says
 so before a question starts): every file local, every expression on the allow-list of
-:mod:`tracing.engines.duck_expressions`, and every model call to rerun a registered UDF.
+:mod:`materialization.duck_expressions`, and every model call to rerun a registered UDF.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import hashlib
 import os
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
@@ -23,54 +22,34 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 
 from materialization import duck
-from materialization.compile import ROW_ID, TAG_PREFIX
-from materialization.index_frames import quoted as q
+from materialization.compile import ROW_ID
+from materialization.duck_expressions import (
+    NotInProcess,
+    output_predicate,
+    register_functions,
+    to_duckdb,
+    typed_duckdb,
+)
+from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated
+from materialization.duck_plan import quoted as q
 from materialization.integrity import Check
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
 from reasoning_udfs.udf import ReasoningUDF, lookup, parse_type, registered
 from segmenter.errors import LineageError
 from segmenter.operators import (
-    Aggregation,
     Col,
-    Difference,
     Expr,
     Function,
-    Generate,
-    Join,
     Node,
-    Projection,
-    Selection,
     Source,
-    Union,
 )
 from segmenter.segments import Segment
 from tracing.engines import PARENT, Settled, renumber
-from tracing.engines.duck_expressions import (
-    NotInProcess,
-    SqlType,
-    output_predicate,
-    register_functions,
-    spark_type,
-    to_duckdb,
-    typed_duckdb,
-)
 from tracing.parquet_reader import local_path
 
 MAX_BYTES = int(os.environ.get("AL_IN_PROCESS_BYTES", str(4 << 30)))  # larger inputs: Spark
 MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
-
-
-@dataclass(frozen=True)
-class Rel:
-    """A relation not yet evaluated: a DuckDB query and the names of its columns."""
-
-    sql: str
-    cols: tuple[str, ...]
-    nonnull: frozenset[str] = frozenset()  # columns known to hold no NULL
-
-    def tags(self) -> list[str]:
-        return [c for c in self.cols if c.startswith(TAG_PREFIX)]
 
 
 def _local(uri: str) -> str:
@@ -82,11 +61,6 @@ def _local(uri: str) -> str:
 
 def _parquet(uri: str) -> str:
     return "read_parquet(" + "'" + f"{_local(uri)}/*.parquet".replace("'", "''") + "')"
-
-
-def column_types(root: Segment) -> dict[str, SqlType]:
-    """The Spark type of every column id in the task (ids are unique in a tree)."""
-    return {c.id: spark_type(c.dtype) for node in root.top.walk() for c in node.columns}
 
 
 def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
@@ -109,7 +83,7 @@ def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
                     for a in node.args:
                         to_duckdb(a, types)
                 continue
-            for e in _evaluated(node, aggregates=recomputed):
+            for e in evaluated(node, aggregates=recomputed):
                 to_duckdb(e, types)
         paths += [leaf.snapshot for leaf in seg.leaves if isinstance(leaf, Source)]
     size = sum(_bytes(p) for p in dict.fromkeys(paths))
@@ -123,23 +97,6 @@ def _callable(node: Function) -> ReasoningUDF:
     if not registered(node.udf):
         raise NotInProcess(f"UDF {node.udf} is not registered in this process")
     return lookup(node.udf)
-
-
-def _evaluated(node: Node, aggregates: bool) -> list[Expr]:
-    """The expressions a tracing query (or a recomputation) of ``node`` evaluates."""
-    if isinstance(node, Selection):
-        return list(node.condition)
-    if isinstance(node, Join):
-        return list(node.condition)
-    if isinstance(node, Projection):
-        return [e for _, e in node.outputs]
-    if isinstance(node, Aggregation):
-        return [e for _, e in (node.outputs if aggregates else node.keys)]
-    if isinstance(node, Generate):
-        if node.function != "explode" or node.outer or len(node.outputs) != 1:  # of a list: unnest
-            raise NotInProcess(f"generator {node.generator.sql}")
-        return list(node.args)
-    return []
 
 
 def _keep(table: pa.Table, folder: str) -> None:
@@ -174,16 +131,13 @@ def _bytes(uri: str) -> int:
     return sum(e.stat().st_size for e in os.scandir(_local(uri)) if e.is_file())
 
 
-class DuckEngine:
+class DuckEngine(DuckPlan):
     name = "in-process"
 
     def __init__(self, restorer: Restorer, root: Segment) -> None:
+        super().__init__(register_functions(duck.connect()), column_types(root), _parquet)
         self.restorer = restorer
-        self.types = column_types(root)
-        self.con = register_functions(duck.connect())
         self._names = count()
-        self._tag_cols: dict[str, tuple[str, ...]] = {}
-        self._sql: dict[str, str] = {}
 
     # --- the engine's steps ---------------------------------------------------------------------
     def targets(self, df: DataFrame, local: pa.Table) -> Rel:
@@ -234,7 +188,7 @@ class DuckEngine:
         if child is not None:  # an input: its model values only (reasons for the calls traced)
             return self.output(child, restriction, reasons=False)
         assert isinstance(leaf, Source)
-        return self._restricted(self._source(leaf), restriction)
+        return self._restricted(self.source(leaf), restriction)
 
     def output(self, seg: Segment, restriction: Restriction | None, reasons: bool = True) -> Rel:
         """``seg``'s output rows, restricted; with ``reasons``, each model call's reason
@@ -252,7 +206,7 @@ class DuckEngine:
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}
-            rel = self._compile(seg.top, inputs, tagged=False)
+            rel = self.compile(seg.top, inputs, tagged=False)
         rel = self._restricted(rel, restriction)
         return self.reasoned(seg, rel) if reasons else rel
 
@@ -261,13 +215,8 @@ class DuckEngine:
             return self._with_reasons(seg, rows)
         return rows  # stored in reasoning mode: the reasons are there
 
-    def tagged(self, rel: Rel, tag: str, cols: Sequence[Col]) -> Rel:
-        self._tag_cols[tag] = tuple(c.id for c in cols)
-        fields = ", ".join(f"{q(c.id)} := {q(c.id)}" for c in cols)
-        return Rel(f"SELECT *, struct_pack({fields}) AS {q(tag)} FROM ({rel.sql})", (*rel.cols, tag))
-
     def body(self, node: Node, inputs: dict[int, Rel], probes: dict[int, str]) -> Rel:
-        return self._compile(node, inputs, tagged=True, probes=probes)
+        return self.compile(node, inputs, tagged=True, probes=probes)
 
     def matching(self, rel: Rel, probes: Settled, condition: Sequence[Expr]) -> Rel:
         cond = " AND ".join(f"({self._expr(e)})" for e in condition)
@@ -275,12 +224,6 @@ class DuckEngine:
             return Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({probes.rows.sql}) y ON {cond}", rel.cols)
         sql = f"SELECT x.*, y.{q(ROW_ID)} FROM ({rel.sql}) x JOIN ({probes.rows.sql}) y ON {cond}"
         return Rel(sql, (*rel.cols, ROW_ID))
-
-    def with_keys(self, rel: Rel, keys: Sequence[tuple[Col, Expr]]) -> Rel:
-        ids = [c.id for c, _ in keys]
-        kept = [c for c in rel.cols if c not in ids]
-        exprs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in keys]
-        return Rel(f"SELECT {', '.join([*map(q, kept), *exprs])} FROM ({rel.sql})", (*kept, *ids))
 
     def semi(self, rel: Rel, restriction: Restriction) -> Rel:
         if not restriction.numbered:
@@ -392,11 +335,6 @@ class DuckEngine:
             Rel(f"SELECT * FROM {name}", tuple(table.column_names), nonnull), table.num_rows, table
         )
 
-    def _expr(self, e: Expr) -> str:
-        if e.sql not in self._sql:
-            self._sql[e.sql] = to_duckdb(e, self.types)
-        return self._sql[e.sql]
-
     def _restricted(self, rel: Rel, restriction: Restriction | None) -> Rel:
         if restriction is None:
             return rel
@@ -411,41 +349,6 @@ class DuckEngine:
             for n, v in on.items()
         )
         return Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({values.sql}) v ON {cond}", rel.cols)
-
-    def _source(self, node: Source) -> Rel:
-        picked = ", ".join(f"{q(c.name)} AS {q(c.id)}" for c in node.cols)
-        return Rel(f"SELECT {picked} FROM {_parquet(node.snapshot)}", tuple(c.id for c in node.cols))
-
-    def _compile(
-        self, node: Node, inputs: dict[int, Rel], tagged: bool, probes: dict[int, str] | None = None
-    ) -> Rel:
-        given = inputs.get(id(node))
-        if given is not None:
-            return given
-        if isinstance(node, Source):
-            return self._source(node)
-        kids = [self._compile(child, inputs, tagged, probes) for child in node.children]
-        if isinstance(node, Function):
-            return self._call(node, kids[0])
-        if isinstance(node, Selection):
-            cond = " AND ".join(f"({self._expr(e)})" for e in node.condition)
-            return Rel(f"SELECT * FROM ({kids[0].sql}) WHERE {cond}", kids[0].cols)
-        if isinstance(node, Projection):
-            tags = kids[0].tags()
-            exprs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.outputs] + [q(t) for t in tags]
-            ids = tuple(c.id for c, _ in node.outputs)
-            return Rel(f"SELECT {', '.join(exprs)} FROM ({kids[0].sql})", (*ids, *tags))
-        if isinstance(node, Join):
-            return self._join(node, kids, tagged, (probes or {}).get(id(node)))
-        if isinstance(node, Aggregation):
-            return self._aggregation(node, kids[0])
-        if isinstance(node, Generate):
-            return self._explode(node, kids[0])
-        if isinstance(node, Union):
-            return self._union(node, kids)
-        if isinstance(node, Difference):
-            return self._difference(node, kids)
-        raise NotInProcess(f"operator {type(node).__name__}")
 
     def _call(self, node: Function, kid: Rel) -> Rel:
         """φ in normal mode on the (pushed-down) input rows: the UDF's own Arrow function, on
@@ -462,66 +365,4 @@ class DuckEngine:
         table = rows.append_column(node.value.id, values).append_column(node.reason.id, reasons)
         return self._register(table).rows
 
-    def _join(self, node: Join, kids: list[Rel], tagged: bool, probe: str | None) -> Rel:
-        if node.semi and (probe or not tagged):
-            cond = " AND ".join(f"({self._expr(e)})" for e in node.condition) or "TRUE"
-            semi = f"SELECT x.* FROM ({kids[0].sql}) x SEMI JOIN ({kids[1].sql}) y ON {cond}"
-            kept = Rel(semi, kids[0].cols)
-            return self.tagged(kept, probe, node.probe_columns()) if probe else kept
-        pending = list(node.condition)
-        available = {c.id for c in node.inputs[0].columns}
-        sql = f"({kids[0].sql}) t0"
-        for j, (child, kid) in enumerate(zip(node.inputs[1:], kids[1:]), start=1):
-            available |= {c.id for c in child.columns}
-            usable = [e for e in pending if e.refs <= available]
-            pending = [e for e in pending if e not in usable]
-            if usable:
-                cond = " AND ".join(f"({self._expr(e)})" for e in usable)
-                sql += f" JOIN ({kid.sql}) t{j} ON {cond}"
-            else:
-                sql += f" CROSS JOIN ({kid.sql}) t{j}"
-        cols = tuple(c for kid in kids for c in kid.cols)
-        if node.semi:  # tagged: keep the right input's tags, not its columns
-            cols = tuple(c.id for c in node.inputs[0].columns) + tuple(
-                c for c in cols if c.startswith(TAG_PREFIX)
-            )
-        return Rel(f"SELECT {', '.join(map(q, cols))} FROM {sql}", cols)
 
-    def _explode(self, node: Generate, kid: Rel) -> Rel:
-        """explode(list): a row per element (none for an empty or NULL list), as unnest."""
-        (arg,), (out,) = node.args, node.outputs
-        sql = f"SELECT *, unnest({self._expr(arg)}) AS {q(out.id)} FROM ({kid.sql})"
-        return Rel(sql, (*kid.cols, out.id))
-
-    def _aggregation(self, node: Aggregation, kid: Rel) -> Rel:
-        keys = [(c, self._expr(e)) for c, e in node.keys]
-        aggs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.aggregates]
-        picked = ", ".join([*(f"{s} AS {q(c.id)}" for c, s in keys), *aggs])
-        if not aggs:
-            inner = f"SELECT DISTINCT {picked} FROM ({kid.sql})"
-        else:
-            group = f" GROUP BY {', '.join(s for _, s in keys)}" if keys else ""
-            inner = f"SELECT {picked} FROM ({kid.sql}){group}"
-        ids = tuple(c.id for c in node.columns)
-        return Rel(f"SELECT {', '.join(map(q, ids))} FROM ({inner})", ids)
-
-    def _union(self, node: Union, kids: list[Rel]) -> Rel:
-        parts = []
-        for child, kid in zip(node.inputs, kids):
-            mapped = [f"{q(s.id)} AS {q(o.id)}" for s, o in zip(child.match_columns(), node.outputs)]
-            parts.append(f"(SELECT {', '.join(mapped + [q(t) for t in kid.tags()])} FROM ({kid.sql}))")
-        tags = tuple(dict.fromkeys(t for kid in kids for t in kid.tags()))
-        return Rel(" UNION ALL BY NAME ".join(parts), (*(o.id for o in node.outputs), *tags))
-
-    def _difference(self, node: Difference, kids: list[Rel]) -> Rel:
-        left_cols = [c.id for c in node.left.match_columns()]
-        left = f"SELECT {', '.join(map(q, left_cols))} FROM ({kids[0].sql})"
-        renamed = zip(node.right.match_columns(), left_cols)
-        right = f"SELECT {', '.join(f'{q(s.id)} AS {q(t)}' for s, t in renamed)} FROM ({kids[1].sql})"
-        if node.kind == "all":
-            return Rel(f"({left}) EXCEPT ALL ({right})", tuple(left_cols))
-        if node.kind == "distinct":
-            return Rel(f"({left}) EXCEPT ({right})", tuple(left_cols))
-        cond = " AND ".join(f"x.{q(c)} IS NOT DISTINCT FROM y.{q(c)}" for c in left_cols)
-        sql = f"SELECT x.* FROM ({left}) x ANTI JOIN ({right}) y ON {cond}"
-        return Rel(sql, tuple(left_cols))

@@ -1,0 +1,232 @@
+"""Spark plans as DuckDB SQL: a segment's σ/π/⋈/α/∪/−/explode over tagged inputs, every
+expression through the allow-list of :mod:`materialization.duck_expressions` (Spark's values,
+or :class:`NotInProcess`).
+
+Two users compile the same operators: the in-process tracing engine (a lineage question over
+a run's files) and the eager index builder, which derives a scan aggregation's lineage from
+the source snapshot instead of a second Spark pass over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+from materialization.compile import TAG_PREFIX
+from materialization.duck_expressions import (
+    INTEGERS,
+    DecimalType,
+    NotInProcess,
+    SqlType,
+    spark_type,
+    to_duckdb,
+)
+from segmenter.operators import (
+    Aggregation,
+    Col,
+    Difference,
+    Expr,
+    Function,
+    Generate,
+    Join,
+    Node,
+    Projection,
+    Selection,
+    Source,
+    Union,
+)
+from segmenter.segments import Segment
+
+
+def quoted(name: str) -> str:
+    """A DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+q = quoted
+
+
+@dataclass(frozen=True)
+class Rel:
+    """A relation not yet evaluated: a DuckDB query and the names of its columns."""
+
+    sql: str
+    cols: tuple[str, ...]
+    nonnull: frozenset[str] = frozenset()  # columns known to hold no NULL
+
+    def tags(self) -> list[str]:
+        return [c for c in self.cols if c.startswith(TAG_PREFIX)]
+
+
+def column_types(root: Segment) -> dict[str, SqlType]:
+    """The Spark type of every column id in the task (ids are unique in a tree)."""
+    return {c.id: spark_type(c.dtype) for node in root.top.walk() for c in node.columns}
+
+
+def evaluated(node: Node, aggregates: bool) -> list[Expr]:
+    """The expressions a tracing query (or a recomputation) of ``node`` evaluates."""
+    if isinstance(node, Selection):
+        return list(node.condition)
+    if isinstance(node, Join):
+        return list(node.condition)
+    if isinstance(node, Projection):
+        return [e for _, e in node.outputs]
+    if isinstance(node, Aggregation):
+        return [e for _, e in (node.outputs if aggregates else node.keys)]
+    if isinstance(node, Generate):
+        if node.function != "explode" or node.outer or len(node.outputs) != 1:  # of a list: unnest
+            raise NotInProcess(f"generator {node.generator.sql}")
+        return list(node.args)
+    return []
+
+
+def exact_in_duckdb(seg: Segment, keys: Sequence[str]) -> bool:
+    """Whether DuckDB evaluates every expression of ``seg``'s body and grouping keys as Spark
+    does, and compares the values of columns ``keys`` as Spark groups them (integers,
+    decimals, strings, dates, booleans: no floating point, whose NaN and -0.0 Spark
+    normalizes when grouping)."""
+    types = column_types(seg)
+    try:
+        for node in seg.operators:
+            if not isinstance(node, Function):  # φ tops a segment: not part of its lineage
+                for e in evaluated(node, aggregates=False):
+                    to_duckdb(e, types)
+    except NotInProcess:
+        return False
+    exact = {*INTEGERS, "string", "date", "boolean"}
+    return all(isinstance(types[k], DecimalType) or types[k] in exact for k in keys)
+
+
+class DuckPlan:
+    """Compiles operator trees to DuckDB SQL over inputs given as :class:`Rel` (by ``id`` of
+    their leaf); ``scan`` turns a Parquet folder's URI into a FROM item. φ is a subclass's
+    (:meth:`_call`): here a model call cannot be made."""
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, types: dict[str, SqlType], scan: Callable[[str], str]
+    ) -> None:
+        self.con = con
+        self.types = types
+        self.scan = scan
+        self._tag_cols: dict[str, tuple[str, ...]] = {}
+        self._sql: dict[str, str] = {}
+
+    def tagged(self, rel: Rel, tag: str, cols: Sequence[Col]) -> Rel:
+        self._tag_cols[tag] = tuple(c.id for c in cols)
+        fields = ", ".join(f"{q(c.id)} := {q(c.id)}" for c in cols)
+        return Rel(f"SELECT *, struct_pack({fields}) AS {q(tag)} FROM ({rel.sql})", (*rel.cols, tag))
+
+    def with_keys(self, rel: Rel, keys: Sequence[tuple[Col, Expr]]) -> Rel:
+        ids = [c.id for c, _ in keys]
+        kept = [c for c in rel.cols if c not in ids]
+        exprs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in keys]
+        return Rel(f"SELECT {', '.join([*map(q, kept), *exprs])} FROM ({rel.sql})", (*kept, *ids))
+
+    def _expr(self, e: Expr) -> str:
+        if e.sql not in self._sql:
+            self._sql[e.sql] = to_duckdb(e, self.types)
+        return self._sql[e.sql]
+
+    def source(self, node: Source) -> Rel:
+        picked = ", ".join(f"{q(c.name)} AS {q(c.id)}" for c in node.cols)
+        return Rel(f"SELECT {picked} FROM {self.scan(node.snapshot)}", tuple(c.id for c in node.cols))
+
+    def compile(
+        self, node: Node, inputs: dict[int, Rel], tagged: bool, probes: dict[int, str] | None = None
+    ) -> Rel:
+        given = inputs.get(id(node))
+        if given is not None:
+            return given
+        if isinstance(node, Source):
+            return self.source(node)
+        kids = [self.compile(child, inputs, tagged, probes) for child in node.children]
+        if isinstance(node, Function):
+            return self._call(node, kids[0])
+        if isinstance(node, Selection):
+            cond = " AND ".join(f"({self._expr(e)})" for e in node.condition)
+            return Rel(f"SELECT * FROM ({kids[0].sql}) WHERE {cond}", kids[0].cols)
+        if isinstance(node, Projection):
+            tags = kids[0].tags()
+            exprs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.outputs] + [q(t) for t in tags]
+            ids = tuple(c.id for c, _ in node.outputs)
+            return Rel(f"SELECT {', '.join(exprs)} FROM ({kids[0].sql})", (*ids, *tags))
+        if isinstance(node, Join):
+            return self._join(node, kids, tagged, (probes or {}).get(id(node)))
+        if isinstance(node, Aggregation):
+            return self._aggregation(node, kids[0])
+        if isinstance(node, Generate):
+            return self._explode(node, kids[0])
+        if isinstance(node, Union):
+            return self._union(node, kids)
+        if isinstance(node, Difference):
+            return self._difference(node, kids)
+        raise NotInProcess(f"operator {type(node).__name__}")
+
+    def _call(self, node: Function, kid: Rel) -> Rel:
+        raise NotInProcess(f"a call of {node.udf}")
+
+    def _join(self, node: Join, kids: list[Rel], tagged: bool, probe: str | None) -> Rel:
+        if node.semi and (probe or not tagged):
+            cond = " AND ".join(f"({self._expr(e)})" for e in node.condition) or "TRUE"
+            semi = f"SELECT x.* FROM ({kids[0].sql}) x SEMI JOIN ({kids[1].sql}) y ON {cond}"
+            kept = Rel(semi, kids[0].cols)
+            return self.tagged(kept, probe, node.probe_columns()) if probe else kept
+        pending = list(node.condition)
+        available = {c.id for c in node.inputs[0].columns}
+        sql = f"({kids[0].sql}) t0"
+        for j, (child, kid) in enumerate(zip(node.inputs[1:], kids[1:]), start=1):
+            available |= {c.id for c in child.columns}
+            usable = [e for e in pending if e.refs <= available]
+            pending = [e for e in pending if e not in usable]
+            if usable:
+                cond = " AND ".join(f"({self._expr(e)})" for e in usable)
+                sql += f" JOIN ({kid.sql}) t{j} ON {cond}"
+            else:
+                sql += f" CROSS JOIN ({kid.sql}) t{j}"
+        cols = tuple(c for kid in kids for c in kid.cols)
+        if node.semi:  # tagged: keep the right input's tags, not its columns
+            cols = tuple(c.id for c in node.inputs[0].columns) + tuple(
+                c for c in cols if c.startswith(TAG_PREFIX)
+            )
+        return Rel(f"SELECT {', '.join(map(q, cols))} FROM {sql}", cols)
+
+    def _explode(self, node: Generate, kid: Rel) -> Rel:
+        """explode(list): a row per element (none for an empty or NULL list), as unnest."""
+        (arg,), (out,) = node.args, node.outputs
+        sql = f"SELECT *, unnest({self._expr(arg)}) AS {q(out.id)} FROM ({kid.sql})"
+        return Rel(sql, (*kid.cols, out.id))
+
+    def _aggregation(self, node: Aggregation, kid: Rel) -> Rel:
+        keys = [(c, self._expr(e)) for c, e in node.keys]
+        aggs = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.aggregates]
+        picked = ", ".join([*(f"{s} AS {q(c.id)}" for c, s in keys), *aggs])
+        if not aggs:
+            inner = f"SELECT DISTINCT {picked} FROM ({kid.sql})"
+        else:
+            group = f" GROUP BY {', '.join(s for _, s in keys)}" if keys else ""
+            inner = f"SELECT {picked} FROM ({kid.sql}){group}"
+        ids = tuple(c.id for c in node.columns)
+        return Rel(f"SELECT {', '.join(map(q, ids))} FROM ({inner})", ids)
+
+    def _union(self, node: Union, kids: list[Rel]) -> Rel:
+        parts = []
+        for child, kid in zip(node.inputs, kids):
+            mapped = [f"{q(s.id)} AS {q(o.id)}" for s, o in zip(child.match_columns(), node.outputs)]
+            parts.append(f"(SELECT {', '.join(mapped + [q(t) for t in kid.tags()])} FROM ({kid.sql}))")
+        tags = tuple(dict.fromkeys(t for kid in kids for t in kid.tags()))
+        return Rel(" UNION ALL BY NAME ".join(parts), (*(o.id for o in node.outputs), *tags))
+
+    def _difference(self, node: Difference, kids: list[Rel]) -> Rel:
+        left_cols = [c.id for c in node.left.match_columns()]
+        left = f"SELECT {', '.join(map(q, left_cols))} FROM ({kids[0].sql})"
+        renamed = zip(node.right.match_columns(), left_cols)
+        right = f"SELECT {', '.join(f'{q(s.id)} AS {q(t)}' for s, t in renamed)} FROM ({kids[1].sql})"
+        if node.kind == "all":
+            return Rel(f"({left}) EXCEPT ALL ({right})", tuple(left_cols))
+        if node.kind == "distinct":
+            return Rel(f"({left}) EXCEPT ({right})", tuple(left_cols))
+        cond = " AND ".join(f"x.{q(c)} IS NOT DISTINCT FROM y.{q(c)}" for c in left_cols)
+        sql = f"SELECT x.* FROM ({left}) x ANTI JOIN ({right}) y ON {cond}"
+        return Rel(sql, tuple(left_cols))

@@ -212,19 +212,23 @@ class Bench:
         eager: Run | None = None
         several = len(list(segment(self.als.parse(case.sql).root).walk())) > 1
         baselines = ["rerun", "full"] if several else ["rerun"]  # eager stores intermediates as full does
-        for i in range(self.args.repeat):
-            for kind in [*baselines, "eager"]:
+        warmup = self.args.warmup
+        for i in range(-warmup, self.args.repeat):
+            order = [*baselines, "eager"]  # alternated, so neither side always runs second
+            for kind in order if i % 2 == 0 else order[::-1]:
                 if kind == "eager":
                     wall, run = timed(lambda: self.als.run(case.sql, backend="eager"))
                 else:
                     wall, run = timed(lambda k=kind: self.als.run(case.sql, strategy=k))
                 rec = run.record
-                kinds.setdefault(kind, []).append(
-                    {"task_s": rec["task_seconds"], "total_s": rec["seconds"], "wall_s": wall}
-                    | ({"index_s": rec["capture"]["index_seconds"]} if kind == "eager" else {})
-                )
+                if i >= 0:  # a warm-up pair is not counted
+                    kinds.setdefault(kind, []).append(
+                        {"task_s": rec["task_seconds"], "total_s": rec["seconds"], "wall_s": wall}
+                        | ({"index_s": rec["capture"]["index_seconds"]} if kind == "eager" else {})
+                    )
+                shown = f"{i + 1}/{self.args.repeat}" if i >= 0 else "warm-up"
                 self.log(
-                    f"{label}: run {i + 1}/{self.args.repeat} {kind:5s} task {rec['task_seconds']:.2f} s, "
+                    f"{label}: run {shown} {kind:5s} task {rec['task_seconds']:.2f} s, "
                     f"total {rec['seconds']:.2f} s, {rec['output']['rows']} output rows"
                 )
                 if kind == "eager" and i == self.args.repeat - 1:
@@ -251,6 +255,7 @@ class Bench:
             "task",
             load,
             repeat=self.args.repeat,
+            warmup=warmup,
             runs=kinds,
             overhead_pct=pairs,
             output_rows=eager.record["output"]["rows"],
@@ -444,8 +449,9 @@ def markdown(records: list[dict], info: dict[str, Any]) -> str:
                 )
         lines += [f"## SF {sf}", "", "### Capture overhead (task time, medians of the repetitions, s)", ""]
         lines += [
-            "Overhead per interleaved pair: eager / baseline − 1, median / worst; `task` = eager task time",
-            "with inline capture, `+index` = including the index build.",
+            "Overhead per interleaved pair (after the warm-up pairs, which are not counted; which",
+            "of the two runs first alternates): eager / baseline − 1, median / worst; `task` = eager",
+            "task time with inline capture, `+index` = including the index build.",
             "",
         ]
         header = ["query", "out rows", "segs", "baseline", "baseline s", "eager task s", "eager total s"]
@@ -525,6 +531,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--repeat", type=int, default=5, help="baseline/eager run pairs per query (default 5)"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="baseline/eager pairs run first and not counted: the first runs of a query shape "
+        "compile its code (default 1)",
     )
     parser.add_argument(
         "--lookups", type=int, default=20, help="eager lineage questions per figure (default 20)"

@@ -350,7 +350,12 @@ def test_composition_joins_each_child_row_once(spark: SparkSession, engine: str)
 
 @pytest.mark.parametrize(
     ("name", "table", "row_id"),
-    [("loan", "loan", "L02"), ("difference_below_agg", "orders", 1), ("by_flag", "lineitem", (1, 1))],
+    [
+        ("loan", "loan", "L02"),
+        ("difference_below_agg", "orders", 1),
+        ("by_flag", "lineitem", (1, 1)),
+        ("shelves", "shelf", (-3, -(2**40))),
+    ],
 )
 def test_indexes_composed_by_spark_answer_as_duckdbs(
     als: LineageSession, runs: Runs, monkeypatch: pytest.MonkeyPatch, name: str, table: str, row_id: Any
@@ -358,7 +363,8 @@ def test_indexes_composed_by_spark_answer_as_duckdbs(
     """A non-local store or a capture over ``IN_PROCESS_BYTES`` has Spark compose the indexes
     (the suite's stores are local and small: the bound is lowered here). Every row's answer,
     its paths, model calls and control lineage, and a forward answer, as DuckDB's; α over a
-    scan, whose lineage the builder derives, by a Spark pass as by DuckDB."""
+    scan, whose lineage the builder derives, by a Spark pass as by DuckDB; a packed key
+    unpacked by Spark as by DuckDB."""
     build, options = RUNS[name]
     monkeypatch.setattr("materialization.index_frames.IN_PROCESS_BYTES", -1)
     by_spark = als.run(build(als), backend="eager", **options)

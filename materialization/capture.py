@@ -52,6 +52,7 @@ from segmenter.operators import (
 from segmenter.segments import Segment
 
 LID = "__lid"
+RANGE_MARKER = "AL_KEY_RANGE_ERROR"  # brackets a packed key's raise_error message in Spark's error
 DIRECTIONS = ("backward", "forward")
 STORAGES = ("pairs", "provrc")  # Parquet (id, attributes) pairs; ProvRC-compressed relations
 
@@ -271,13 +272,24 @@ class Capturer:
         if leaf.table in self.plain:
             return df.withColumn(tag, ref(by_name[attrs[0]]))
         if leaf.table in self.packed:
-            parts = [
-                f"shiftleft(CAST({ident(by_name[a])} AS BIGINT) - CAST({lo} AS BIGINT), {shift})"
-                for a, shift, _, lo, _ in self.packed[leaf.table]
-            ]
-            return df.withColumn(tag, F.expr(" | ".join(parts)))
+            return df.withColumn(tag, F.expr(self._packed(leaf.table, by_name)))
         fields = ", ".join(f"{sql_string(a)}, {ident(by_name[a])}" for a in attrs)
         return df.withColumn(tag, F.expr(f"named_struct({fields})"))
+
+    def _packed(self, table: str, by_name: dict[str, str]) -> str:
+        """The packed key of a row (:func:`packing`) as Spark SQL; a value outside its
+        recorded range (a changed store) fails the task in one line, never a wrong tag."""
+        offsets = [
+            (f"CAST({ident(by_name[a])} AS BIGINT) - CAST({lo} AS BIGINT)", shift, bits)
+            for a, shift, bits, lo, _ in self.packed[table]
+        ]
+        packed = " | ".join(f"shiftleft({v}, {shift})" for v, shift, _ in offsets)
+        fits = " AND ".join(f"{v} BETWEEN 0 AND {(1 << bits) - 1}" for v, _, bits in offsets)
+        message = sql_string(
+            f"{RANGE_MARKER}source {table!r}: a key value lies outside the range recorded when it was "
+            f"registered (was the store changed?); register the table again{RANGE_MARKER}"
+        )
+        return f"CASE WHEN {fits} THEN {packed} ELSE raise_error({message}) END"
 
     def _info(self, seg: Segment, tag: str, array: bool) -> dict[str, Any]:
         """How the index builder reads ``seg``'s tag column ``tag``: which input it is, whether

@@ -13,14 +13,22 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from materialization.capture import Capture, Capturer, at_key, lid_columns, packing, scan_aggregation
+from materialization.capture import (
+    RANGE_MARKER,
+    Capture,
+    Capturer,
+    at_key,
+    lid_columns,
+    packing,
+    scan_aggregation,
+)
 from materialization.compile import Compiler, finish
 from materialization.duck_plan import exact_in_duckdb
 from materialization.formulas import capture_formulas
 from materialization.garbage import OWNER, owner
 from materialization.index_frames import frames_for
 from materialization.indexes import IndexBuilder
-from materialization.store import ResultsStore
+from materialization.store import ResultsStore, StoreError
 from materialization.strategies import run_mode, stores
 from models.checksums import udf_models
 from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
@@ -269,6 +277,8 @@ def _packing(store: ResultsStore, source: Source, attrs: tuple[str, ...]) -> lis
     if len(attrs) < 2 or ranges is None or not at_key(source, attrs):
         return None
     named = {k.lower(): r for k, r in ranges.items()}  # as registration was given the key
+    if any(a.lower() not in named for a in attrs):
+        return None
     return packing(attrs, {a: named[a.lower()] for a in attrs}, {c.name: c.dtype for c in source.cols})
 
 
@@ -305,4 +315,5 @@ def translate_task_errors() -> Iterator[None]:
 _MARKED: tuple[tuple[str, type[LineageError], str], ...] = (
     (ERROR_MARKER, UDFError, "UDF "),
     (TIE_MARKER, OrderTieError, ""),
+    (RANGE_MARKER, StoreError, ""),
 )

@@ -342,7 +342,10 @@ class ResultsStore:
         """Each key column's (min, max), where the key is several integer columns that hold
         no NULL (recorded at registration; None otherwise, or for older snapshots)."""
         found = self._source_meta(snapshot).get("key_ranges")
-        return {k: (int(lo), int(hi)) for k, (lo, hi) in found.items()} if found else None
+        try:
+            return {str(k): (int(lo), int(hi)) for k, (lo, hi) in found.items()} if found else None
+        except (AttributeError, TypeError, ValueError):
+            return None  # not as registration writes it: the capture keeps a struct of the key
 
     def uncertainty(self, snapshot: str) -> Uncertainty | None:
         """How likely the rows of a source snapshot are (None: a certain table)."""

@@ -10,6 +10,7 @@ first needs it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -34,6 +35,7 @@ from materialization import duck
 from materialization.capture import LID, Capture, CaptureError, packing
 from materialization.index_frames import REF, SPILL_PREFIX, DuckFrames, SparkFrames, spill_folder
 from materialization.integrity import IntegrityError, verify
+from materialization.store import SOURCE_META, StoreError
 from segmenter.errors import LineageError
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
 from tests.tasks_suite import generate, register_suite_tables
@@ -587,6 +589,26 @@ def test_a_key_of_integer_columns_tags_rows_by_one_packed_bigint(als: LineageSes
         row_a = Counter(t for t in bag(run).elements() if t[0] == "a")
         assert answer(run, run.forward(table="shelf", ids=[(-3, -(2**40))])) == row_a, name
     assert als.store.key_ranges(als.store.current_source("customer").snapshot) is None  # one column
+
+
+def test_a_packed_key_outside_its_recorded_range_fails_in_one_line(als: LineageSession) -> None:
+    """Ranges narrowed in the store (changed by hand) would pack two keys into one tag: the
+    capture fails in one line instead, naming the table, and keeps nothing."""
+    meta = Path(local_path(als.store.current_source("shelf").snapshot) or "") / SOURCE_META
+    crc = meta.with_name(f".{meta.name}.crc")  # Hadoop's checksum, which an edit would also drop
+    saved, saved_crc = meta.read_text(), crc.read_bytes()
+    changed = json.loads(saved)
+    changed["key_ranges"]["s_slot"] = [0, 7]
+    try:
+        crc.unlink()
+        meta.write_text(json.dumps(changed))
+        fresh = LineageSession(als.spark, store=als.store.uri)  # reads the record anew
+        with pytest.raises(StoreError, match="source 'shelf': a key value lies outside") as e:
+            fresh.run(shelves_per_kind(fresh), backend="eager")
+        assert "\n" not in str(e.value)
+    finally:
+        meta.write_text(saved)
+        crc.write_bytes(saved_crc)
 
 
 # --- differences -----------------------------------------------------------------------------

@@ -125,9 +125,18 @@ class ResultsStore:
             stream.close()
 
     def read_text(self, path: str) -> str:
+        """A file's text; one line where Hadoop's checksum beside it (``.<name>.crc``) says it
+        was changed outside the store, instead of the file system's stack trace."""
         stream = self._fs.open(self._Path(path))
         try:
             return bytes(self._io.toByteArray(stream)).decode("utf-8")
+        except Py4JJavaError as e:
+            if "ChecksumException" not in str(e.java_exception.getClass().getName()):
+                raise
+            raise StoreError(
+                f"{path} does not match the checksum the store wrote beside it: it was changed "
+                "outside the store; restore it, or register the table (or make the run) again"
+            ) from None
         finally:
             stream.close()
 

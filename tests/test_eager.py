@@ -608,15 +608,19 @@ def test_a_key_of_integer_columns_tags_rows_by_one_packed_bigint(als: LineageSes
 
 def test_a_packed_key_outside_its_recorded_range_fails_in_one_line(als: LineageSession) -> None:
     """Ranges narrowed in the store (changed by hand) would pack two keys into one tag: the
-    capture fails in one line instead, naming the table, and keeps nothing."""
+    capture fails in one line instead, naming the table, and keeps nothing. With Hadoop's
+    checksum left beside the record, reading it fails first, in one line too."""
     meta = Path(local_path(als.store.current_source("shelf").snapshot) or "") / SOURCE_META
     crc = meta.with_name(f".{meta.name}.crc")  # Hadoop's checksum, which an edit would also drop
     saved, saved_crc = meta.read_text(), crc.read_bytes()
     changed = json.loads(saved)
     changed["key_ranges"]["s_slot"] = [0, 7]
     try:
+        meta.write_text(json.dumps(changed))  # Hadoop's checksum tells first: one line too
+        with pytest.raises(StoreError, match="does not match the checksum") as e:
+            LineageSession(als.spark, store=als.store.uri).table("shelf")
+        assert "\n" not in str(e.value)
         crc.unlink()
-        meta.write_text(json.dumps(changed))
         fresh = LineageSession(als.spark, store=als.store.uri)  # reads the record anew
         with pytest.raises(StoreError, match="source 'shelf': a key value lies outside") as e:
             fresh.run(shelves_per_kind(fresh), backend="eager")

@@ -335,10 +335,12 @@ class Capturer:
         evaluating the body twice: a semi-join multiplies tagged rows, and an aggregation
         over a join-free body (a scan) tends to have few, huge groups whose tag lists would
         be built in a handful of tasks; flat (lineage id, tag) rows are written in parallel."""
-        out = self._compiler(_untagged(inputs)).compile(seg.top)
-        out = out.withColumn(LID, lid_of(lid_columns(seg)))
         lineage, tags = self.lineage_table(seg, inputs)
-        return SegmentCapture(out, lineage, tags)
+        return SegmentCapture(self._output(seg, inputs), lineage, tags)
+
+    def _output(self, seg: Segment, inputs: dict[int, DataFrame]) -> DataFrame:
+        """``seg``'s output from the plain plan (no tags), with its rows' lineage ids."""
+        return self._compiler(_untagged(inputs)).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
 
     def lineage_table(
         self, seg: Segment, inputs: dict[int, DataFrame]
@@ -354,24 +356,22 @@ class Capturer:
     def _derived(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """The output alone: the index builder derives the lineage, (``__lid``, attributes)
         of every row the scan keeps, as flat columns (:func:`flat_fields`)."""
-        out = self._compiler(_untagged(inputs)).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
         leaf = seg.leaves[0]
         assert isinstance(leaf, Source)
         tag = f"{TAG_PREFIX}0"
         attrs = self.plan.get(leaf.table)
         tags = {} if attrs is None else {tag: {"leaf": 0, "array": False, "fields": flat_fields(tag, attrs)}}
-        return SegmentCapture(out, None, tags, derived=True)
+        return SegmentCapture(self._output(seg, inputs), None, tags, derived=True)
 
     def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """Data lineage of T1 − T2: the left rows equal to each output row. The control
         lineage (all of T2) is attached by the index builder."""
         left = seg.leaves[0]
-        out = self._compiler(_untagged(inputs)).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
         tagged = inputs[id(left)]
         lineage, tags = self._lineage_table(
             seg, tagged.select(lid_of([c.id for c in left.match_columns()]).alias(LID), *tags_of(tagged))
         )
-        return SegmentCapture(out, lineage, tags)
+        return SegmentCapture(self._output(seg, inputs), lineage, tags)
 
     def _lineage_table(self, seg: Segment, rows: DataFrame) -> tuple[DataFrame, dict[str, dict[str, Any]]]:
         """(__lid, tags) rows to write, and how to read each tag. Where a tag is a source row's

@@ -269,12 +269,13 @@ class ResultsStore:
         # the snapshot is written, lets the eager capture tag a row by one packed bigint
         types = {f.name.lower(): f.dataType.simpleString() for f in df.schema.fields}
         ranged = len(key) > 1 and not key_nulls and all(types[k.lower()] in INTEGRAL for k in key)
-        bounds = {f"lo{i}": F.min(ref(k)) for i, k in enumerate(key)} | {
-            f"hi{i}": F.max(ref(k)) for i, k in enumerate(key)
-        }
+        bounds: dict[str, Column] = {}
+        if ranged:  # (min, max) per key column
+            bounds = {f"lo{i}": F.min(ref(k)) for i, k in enumerate(key)}
+            bounds |= {f"hi{i}": F.max(ref(k)) for i, k in enumerate(key)}
         staging = self.path("sources", name, f"{STAGING}{uuid.uuid4().hex}")
         try:
-            seen = self.write_observed(df, staging, **(bounds if ranged else {}))
+            seen = self.write_observed(df, staging, **bounds)
             rows = int(seen["n"])
             ranges = None
             if ranged and rows:

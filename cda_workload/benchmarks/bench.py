@@ -78,6 +78,15 @@ def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def interleaved(names: list[str], repeat: int, warmup: int) -> Iterator[tuple[int, str]]:
+    """(repetition, name) for each of ``names`` per repetition: ``warmup`` rounds first (a
+    negative repetition: not to be counted, as the first runs of a query shape compile its
+    code), then ``repeat``, the order reversed every other round so that no way always runs
+    after the same one."""
+    for i in range(-warmup, repeat):
+        yield from ((i, name) for name in (names if i % 2 == 0 else names[::-1]))
+
+
 def _record(
     case: Case, strategy: str, phase: str, al_size: int | None, seconds: list[float], **extra: Any
 ) -> dict:

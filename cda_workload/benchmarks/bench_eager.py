@@ -46,7 +46,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cda_workload.benchmarks.bench import Case, machine, prepare, timed
+from cda_workload.benchmarks.bench import Case, interleaved, machine, prepare, timed
 from cda_workload.workloads.cda_queries import QUERIES as CDA_QUERIES
 from cda_workload.workloads.tpch import PRIMARY_KEYS, generate, register_tpch
 from materialization.store import SOURCE_META
@@ -213,28 +213,26 @@ class Bench:
         several = len(list(segment(self.als.parse(case.sql).root).walk())) > 1
         baselines = ["rerun", "full"] if several else ["rerun"]  # eager stores intermediates as full does
         warmup = self.args.warmup
-        for i in range(-warmup, self.args.repeat):
-            order = [*baselines, "eager"]  # alternated, so neither side always runs second
-            for kind in order if i % 2 == 0 else order[::-1]:
-                if kind == "eager":
-                    wall, run = timed(lambda: self.als.run(case.sql, backend="eager"))
-                else:
-                    wall, run = timed(lambda k=kind: self.als.run(case.sql, strategy=k))
-                rec = run.record
-                if i >= 0:  # a warm-up pair is not counted
-                    kinds.setdefault(kind, []).append(
-                        {"task_s": rec["task_seconds"], "total_s": rec["seconds"], "wall_s": wall}
-                        | ({"index_s": rec["capture"]["index_seconds"]} if kind == "eager" else {})
-                    )
-                shown = f"{i + 1}/{self.args.repeat}" if i >= 0 else "warm-up"
-                self.log(
-                    f"{label}: run {shown} {kind:5s} task {rec['task_seconds']:.2f} s, "
-                    f"total {rec['seconds']:.2f} s, {rec['output']['rows']} output rows"
+        for i, kind in interleaved([*baselines, "eager"], self.args.repeat, warmup):
+            if kind == "eager":
+                wall, run = timed(lambda: self.als.run(case.sql, backend="eager"))
+            else:
+                wall, run = timed(lambda k=kind: self.als.run(case.sql, strategy=k))
+            rec = run.record
+            if i >= 0:  # a warm-up pair is not counted
+                kinds.setdefault(kind, []).append(
+                    {"task_s": rec["task_seconds"], "total_s": rec["seconds"], "wall_s": wall}
+                    | ({"index_s": rec["capture"]["index_seconds"]} if kind == "eager" else {})
                 )
-                if kind == "eager" and i == self.args.repeat - 1:
-                    eager = run
-                else:
-                    self.drop(run)
+            shown = f"{i + 1}/{self.args.repeat}" if i >= 0 else "warm-up"
+            self.log(
+                f"{label}: run {shown} {kind:5s} task {rec['task_seconds']:.2f} s, "
+                f"total {rec['seconds']:.2f} s, {rec['output']['rows']} output rows"
+            )
+            if kind == "eager" and i == self.args.repeat - 1:
+                eager = run
+            else:
+                self.drop(run)
         assert eager is not None
         pairs = {}
         for base in baselines:

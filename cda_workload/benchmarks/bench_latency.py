@@ -45,7 +45,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from cda_workload.benchmarks.bench import Case, baseline, machine, prepare, timed
+from cda_workload.benchmarks.bench import Case, baseline, interleaved, machine, prepare, timed
 from cda_workload.benchmarks.bench_eager import TPCH_QUERIES
 from cda_workload.workloads.cda_queries import QUERIES as CDA_QUERIES
 from cda_workload.workloads.loan_example import loan_task, register_loan_tables
@@ -260,11 +260,10 @@ def task_times(
         del actions["fm-lazy"]
     log(f"{case.name}: timing the task ({', '.join(actions)}), {repeat} times each after a warm-up")
     seconds: dict[str, list[float]] = {t: [] for t in actions}
-    for i in range(-1, repeat):
-        for name in list(actions) if i % 2 == 0 else list(actions)[::-1]:
-            took = timed(actions[name])[0]
-            if i >= 0:
-                seconds[name].append(took)
+    for i, name in interleaved(list(actions), repeat, warmup=1):
+        took = timed(actions[name])[0]
+        if i >= 0:  # the warm-up round is not counted
+            seconds[name].append(took)
     base = statistics.median(seconds["rerun"])
     over = {t: 100 * (statistics.median(v) / base - 1) for t, v in seconds.items()}
     log(

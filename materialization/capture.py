@@ -15,6 +15,10 @@ difference, a separate ``lineage-<id>`` table of (``__lid``, tags) is written.
 
 A difference T1 − T2 keeps its left rows' tags (data lineage); its dependence on all of T2
 (control lineage, forward paper §3.4) is recorded by the index builder, not per row.
+
+An aggregation or a semi-join over source tables alone (:func:`derivable`) carries no tags
+where the index builder can derive its lineage from the source snapshots in process after the task: the task
+then writes its output with the lineage ids and nothing else.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from segmenter.operators import (
     Selection,
     Source,
     Task,
+    Union,
     sql_string,
 )
 from segmenter.segments import Segment
@@ -172,15 +177,18 @@ def at_key(source: Source, attrs: Sequence[str]) -> bool:
     return tuple(attrs) == tuple(_names(source, source.key))
 
 
-def scan_aggregation(seg: Segment) -> bool:
-    """α over σ/π/γ over one source table: its lineage is a function of each scanned row
-    alone (the row and the group its keys name), so it can be derived from the source."""
+def derivable(seg: Segment) -> bool:
+    """α or ⋉ over σ π ⋈ γ of source tables (no union): every row of its tagged body joins
+    one row of each source (a semi-join's right rows as an inner join's), and its lineage is
+    a function of those rows alone (kept or not, and the output row its values name), so it
+    can be derived from the sources after the task: no tags in the task, and no second pass
+    over the body for a semi-join or a scan aggregation."""
+    semi = any(isinstance(op, Join) and op.semi for op in seg.operators)
     return (
         not seg.is_d
-        and bool(seg.aggregations)
-        and len(seg.leaves) == 1
-        and isinstance(seg.leaves[0], Source)
-        and not any(isinstance(op, Join) for op in seg.operators)
+        and (bool(seg.aggregations) or semi)
+        and all(isinstance(leaf, Source) for leaf in seg.leaves)
+        and not any(isinstance(op, Union) for op in seg.operators)
     )
 
 
@@ -245,8 +253,8 @@ class Capturer:
         self.spark = spark
         self.plan = plan  # captured table -> attribute names
         self.mode = mode
-        # scan aggregations (by segment id) whose lineage the index builder derives from the
-        # source snapshot in process, instead of a second Spark pass over the scan
+        # segments (by id, :func:`derivable`) whose lineage the index builder derives from
+        # the source snapshots in process: the task carries no tags for them
         self.derived = derived
         # tables tagged by their one key column's value itself, not a struct of it: a key
         # with no NULL (recorded when the table was registered), so a NULL tag only ever
@@ -354,13 +362,15 @@ class Capturer:
         return self._lineage_table(seg, rows)
 
     def _derived(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
-        """The output alone: the index builder derives the lineage, (``__lid``, attributes)
-        of every row the scan keeps, as flat columns (:func:`flat_fields`)."""
-        leaf = seg.leaves[0]
-        assert isinstance(leaf, Source)
-        tag = f"{TAG_PREFIX}0"
-        attrs = self.plan.get(leaf.table)
-        tags = {} if attrs is None else {tag: {"leaf": 0, "array": False, "fields": flat_fields(tag, attrs)}}
+        """The output alone: the index builder derives the lineage, (``__lid``, attributes of
+        each captured source's row, as the flat columns :func:`flat_fields` names) of every
+        row the body keeps."""
+        tags = {}
+        for j, leaf in enumerate(seg.leaves):
+            assert isinstance(leaf, Source)
+            tag, attrs = f"{TAG_PREFIX}{j}", self.plan.get(leaf.table)
+            if attrs is not None:
+                tags[tag] = {"leaf": j, "array": False, "fields": flat_fields(tag, attrs)}
         return SegmentCapture(self._output(seg, inputs), None, tags, derived=True)
 
     def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
@@ -375,11 +385,11 @@ class Capturer:
 
     def _lineage_table(self, seg: Segment, rows: DataFrame) -> tuple[DataFrame, dict[str, dict[str, Any]]]:
         """(__lid, tags) rows to write, and how to read each tag. Where a tag is a source row's
-        and never NULL (the only input of a segment, or a difference's left one: no outer join
-        or union puts NULLs there), its attributes are written as flat columns: Spark then
-        never builds the struct and Parquet writes and reads them faster (TPC-H Q1 at SF 1:
-        6 M rows, 1.35 → 1.05 s to write)."""
-        flat = seg.is_d or len(seg.leaves) == 1
+        and never NULL (the only input of a segment, a difference's left one, every input of a
+        :func:`derivable` body: no outer join or union puts NULLs there), its attributes are
+        written as flat columns: Spark then never builds the struct and Parquet writes and
+        reads them faster (TPC-H Q1 at SF 1: 6 M rows, 1.35 → 1.05 s to write)."""
+        flat = seg.is_d or len(seg.leaves) == 1 or derivable(seg)
         columns: list[Column] = [ref(LID)]
         tags: dict[str, dict[str, Any]] = {}
         for tag in tags_of(rows):

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
 from pathlib import Path
@@ -54,11 +54,12 @@ class Frames(Protocol):
 
     def columns(self, rel: Any) -> list[str]: ...
 
-    def derived(self, seg: Segment, attrs: Sequence[str], output: Any) -> Any:
-        """The lineage of scan aggregation ``seg`` (:func:`capture.scan_aggregation`), which the
-        capture left to the builder: (__lid, the ``attrs`` of its source's row as the flat
-        columns :func:`capture.flat_fields` names) for every row its scan keeps, under the
-        lineage id of its group in ``output`` (the segment's stored output)."""
+    def derived(self, seg: Segment, plan: Mapping[str, Sequence[str]], output: Any) -> Any:
+        """The lineage of ``seg`` (:func:`capture.derivable`), which the capture left to the
+        builder: for every row its body keeps, (the __lid of its output row in ``output``, the
+        segment's stored output; then per input j whose table ``plan`` captures, the
+        attributes of its source row as the flat columns :func:`capture.flat_fields` names
+        for tag j)."""
 
     def lids(self, rel: Any) -> Any:
         """The distinct ``__lid`` of ``rel``."""
@@ -139,12 +140,13 @@ class SparkFrames:
     def columns(self, rel: DataFrame) -> list[str]:
         return list(rel.columns)
 
-    def derived(self, seg: Segment, attrs: Sequence[str], output: DataFrame) -> DataFrame:
-        """The tagged scan evaluated again, its groups' lineage ids hashed from their keys."""
-        leaf = seg.leaves[0]
-        assert isinstance(leaf, Source)
-        capturer = Capturer(self.spark, {leaf.table: tuple(attrs)}, "normal")
-        return capturer.lineage_table(seg, {id(leaf): capturer.leaf_input(leaf, 0, None)})[0]
+    def derived(self, seg: Segment, plan: Mapping[str, Sequence[str]], output: DataFrame) -> DataFrame:
+        """The tagged body evaluated again, its output rows' lineage ids hashed from the values
+        that name them (as the capture hashes them)."""
+        tables = {leaf.table for leaf in seg.leaves if isinstance(leaf, Source)}
+        capturer = Capturer(self.spark, {t: tuple(a) for t, a in plan.items() if t in tables}, "normal")
+        inputs = {id(leaf): capturer.leaf_input(leaf, j, None) for j, leaf in enumerate(seg.leaves)}
+        return capturer.lineage_table(seg, inputs)[0]
 
     def lids(self, rel: DataFrame) -> DataFrame:
         return rel.select(LID).distinct()
@@ -304,21 +306,29 @@ class DuckFrames:
     def columns(self, rel: str) -> list[str]:
         return list(self.con.sql(f"SELECT * FROM ({rel}) LIMIT 0").columns)
 
-    def derived(self, seg: Segment, attrs: Sequence[str], output: str) -> str:
-        """The scan in DuckDB over the source snapshot (every expression on the allow-list:
-        :func:`duck_plan.exact_in_duckdb`), each kept row joined to its group's lineage id by
-        the grouping keys' values (DuckDB has no Spark hash to compute the id with)."""
-        leaf = seg.leaves[0]
-        assert isinstance(leaf, Source)
-        plan = DuckPlan(self.con, column_types(seg), lambda uri: f"({self.read(uri)})")
-        scanned = plan.source(leaf)
-        by_name = {c.name: c.id for c in leaf.cols}
-        fields = [c for c, _ in flat_fields(f"{TAG_PREFIX}0", attrs)]
-        tags = ", ".join(f"{quoted(by_name[a])} AS {quoted(c)}" for c, a in zip(fields, attrs))
-        tagged = Rel(f"SELECT *, {tags} FROM ({scanned.sql})", (*scanned.cols, *fields))
-        body = plan.compile(seg.body_top, {id(leaf): tagged}, tagged=True)
+    def derived(self, seg: Segment, plan: Mapping[str, Sequence[str]], output: str) -> str:
+        """The body in DuckDB over the source snapshots (every expression on the allow-list:
+        :func:`duck_plan.exact_in_duckdb`), each kept row joined to its output row's lineage id
+        by the values that name it, grouping keys or the body's columns (DuckDB has no Spark
+        hash to compute the id with)."""
+        duck = DuckPlan(self.con, column_types(seg), lambda uri: f"({self.read(uri)})")
+        inputs, fields = {}, []
+        for j, leaf in enumerate(seg.leaves):
+            assert isinstance(leaf, Source)
+            scanned = duck.source(leaf)
+            attrs = plan.get(leaf.table)
+            if attrs is None:
+                inputs[id(leaf)] = scanned
+                continue
+            by_name = {c.name: c.id for c in leaf.cols}
+            named = flat_fields(f"{TAG_PREFIX}{j}", attrs)
+            tags = ", ".join(f"{quoted(by_name[a])} AS {quoted(c)}" for c, a in named)
+            columns = [c for c, _ in named]
+            inputs[id(leaf)] = Rel(f"SELECT *, {tags} FROM ({scanned.sql})", (*scanned.cols, *columns))
+            fields += columns
+        body = duck.compile(seg.body_top, inputs, tagged=True)
         for agg in reversed(seg.aggregations):
-            body = plan.with_keys(body, agg.keys)
+            body = duck.with_keys(body, agg.keys)
         keys = lid_columns(seg)
         groups = f"SELECT DISTINCT {', '.join(map(quoted, [*keys, LID]))} FROM ({output})"
         on = " AND ".join(f"b.{quoted(k)} IS NOT DISTINCT FROM o.{quoted(k)}" for k in keys) or "TRUE"

@@ -127,10 +127,10 @@ class IndexBuilder:
         meta = self.segments[str(seg.id)]
         if not meta["tags"]:
             return
-        if meta.get("derived"):  # a scan aggregation's: from its source, and its output's ids
-            leaf = seg.leaves[0]
-            assert isinstance(leaf, Source)
-            lineage = self.f.derived(seg, self.plan[leaf.table], self._read(meta["output"]))
+        if meta.get("derived"):  # from the sources, and the output's lineage ids
+            lineage = self.f.derived(seg, self.plan, self._read(meta["output"]))
+            if len(meta["tags"]) > 1:  # each tag's pairs read it: evaluated once
+                lineage = self.f.keep(lineage)
         else:
             lineage = self._read(meta["lineage"] or meta["output"])
         for tag, info in meta["tags"].items():

@@ -16,9 +16,9 @@ difference, a separate ``lineage-<id>`` table of (``__lid``, tags) is written.
 A difference T1 − T2 keeps its left rows' tags (data lineage); its dependence on all of T2
 (control lineage, forward paper §3.4) is recorded by the index builder, not per row.
 
-An aggregation or a semi-join over source tables alone (:func:`derivable`) carries no tags
-where the index builder can derive its lineage from the source snapshots in process after the task: the task
-then writes its output with the lineage ids and nothing else.
+An aggregation, a semi-join or a difference (:func:`derivable`) carries no tags where the
+index builder can derive its lineage in process after the task, from the source snapshots and
+the children's stored rows: the task then writes its output with the lineage ids alone.
 """
 
 from __future__ import annotations
@@ -178,18 +178,22 @@ def at_key(source: Source, attrs: Sequence[str]) -> bool:
 
 
 def derivable(seg: Segment) -> bool:
-    """α or ⋉ over σ π ⋈ γ of source tables (no union): every row of its tagged body joins
-    one row of each source (a semi-join's right rows as an inner join's), and its lineage is
-    a function of those rows alone (kept or not, and the output row its values name), so it
-    can be derived from the sources after the task: no tags in the task, and no second pass
-    over the body for a semi-join or a scan aggregation."""
+    """α or ⋉ over σ π ⋈ γ (no union), or a difference: every row of its tagged body holds
+    one row of each input, a source table's or a child segment's stored output (a
+    semi-join's right rows as an inner join's; a difference's body is its left input), and
+    its lineage is a function of those rows alone (kept or not, and the output row its values
+    name), so it can be derived from the inputs after the task: no tags in the task, and no
+    second pass over the body for a semi-join, a scan aggregation or a difference."""
+    if seg.is_d:
+        return True
     semi = any(isinstance(op, Join) and op.semi for op in seg.operators)
-    return (
-        not seg.is_d
-        and (bool(seg.aggregations) or semi)
-        and all(isinstance(leaf, Source) for leaf in seg.leaves)
-        and not any(isinstance(op, Union) for op in seg.operators)
-    )
+    return (bool(seg.aggregations) or semi) and not any(isinstance(op, Union) for op in seg.operators)
+
+
+def traced_leaves(seg: Segment) -> tuple[Node, ...]:
+    """The inputs whose rows a segment's output rows are derived from (data lineage): a
+    difference's left one only (its right one is control lineage, recorded per segment)."""
+    return seg.leaves[:1] if seg.is_d else seg.leaves
 
 
 def packing(
@@ -253,8 +257,8 @@ class Capturer:
         self.spark = spark
         self.plan = plan  # captured table -> attribute names
         self.mode = mode
-        # segments (by id, :func:`derivable`) whose lineage the index builder derives from
-        # the source snapshots in process: the task carries no tags for them
+        # segments (by id, :func:`derivable`) whose lineage the index builder derives in
+        # process after the task: the task carries no tags for them
         self.derived = derived
         # tables tagged by their one key column's value itself, not a struct of it: a key
         # with no NULL (recorded when the table was registered), so a NULL tag only ever
@@ -312,10 +316,10 @@ class Capturer:
         return info
 
     def segment(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
-        if seg.is_d:
-            return self._difference(seg, inputs)
         if seg.id in self.derived:
             return self._derived(seg, inputs)
+        if seg.is_d:
+            return self._difference(seg, inputs)
         joins = [op for op in seg.operators if isinstance(op, Join)]
         if any(j.semi for j in joins) or (seg.aggregations and not joins):
             return self._separate(seg, inputs)
@@ -362,15 +366,16 @@ class Capturer:
         return self._lineage_table(seg, rows)
 
     def _derived(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
-        """The output alone: the index builder derives the lineage, (``__lid``, attributes of
-        each captured source's row, as the flat columns :func:`flat_fields` names) of every
-        row the body keeps."""
-        tags = {}
-        for j, leaf in enumerate(seg.leaves):
-            assert isinstance(leaf, Source)
-            tag, attrs = f"{TAG_PREFIX}{j}", self.plan.get(leaf.table)
-            if attrs is not None:
-                tags[tag] = {"leaf": j, "array": False, "fields": flat_fields(tag, attrs)}
+        """The output alone: the index builder derives the lineage, (``__lid``, the lineage id
+        of each child segment's row, and the attributes of each captured source's row as the
+        flat columns :func:`flat_fields` names) of every row the body keeps."""
+        tags: dict[str, dict[str, Any]] = {}
+        for j, leaf in enumerate(traced_leaves(seg)):
+            tag = f"{TAG_PREFIX}{j}"
+            if not isinstance(leaf, Source):
+                tags[tag] = {"leaf": j, "array": False}
+            elif leaf.table in self.plan:
+                tags[tag] = {"leaf": j, "array": False, "fields": flat_fields(tag, self.plan[leaf.table])}
         return SegmentCapture(self._output(seg, inputs), None, tags, derived=True)
 
     def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
@@ -385,11 +390,11 @@ class Capturer:
 
     def _lineage_table(self, seg: Segment, rows: DataFrame) -> tuple[DataFrame, dict[str, dict[str, Any]]]:
         """(__lid, tags) rows to write, and how to read each tag. Where a tag is a source row's
-        and never NULL (the only input of a segment, a difference's left one, every input of a
-        :func:`derivable` body: no outer join or union puts NULLs there), its attributes are
+        and never NULL (the only input of a segment, every input of a :func:`derivable` body,
+        a difference's left one among them: no outer join or union puts NULLs there), its attributes are
         written as flat columns: Spark then never builds the struct and Parquet writes and
         reads them faster (TPC-H Q1 at SF 1: 6 M rows, 1.35 → 1.05 s to write)."""
-        flat = seg.is_d or len(seg.leaves) == 1 or derivable(seg)
+        flat = len(seg.leaves) == 1 or derivable(seg)
         columns: list[Column] = [ref(LID)]
         tags: dict[str, dict[str, Any]] = {}
         for tag in tags_of(rows):

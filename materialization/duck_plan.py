@@ -3,8 +3,8 @@ expression through the allow-list of :mod:`materialization.duck_expressions` (Sp
 or :class:`NotInProcess`).
 
 Two users compile the same operators: the in-process tracing engine (a lineage question over
-a run's files) and the eager index builder, which derives the lineage of an aggregation over
-source tables from their snapshots, so that the task carries no tags for it.
+a run's files) and the eager index builder, which derives the lineage of an aggregation, a
+semi-join or a difference from its inputs' files, so that the task carries no tags for it.
 """
 
 from __future__ import annotations

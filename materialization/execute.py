@@ -255,10 +255,11 @@ def _capture_segments(
 
 
 def _derived_in_process(store: ResultsStore, staging: str, root: Segment) -> frozenset[int]:
-    """Aggregations and semi-joins over sources (:func:`derivable`) whose lineage the index
-    builder derives from the source snapshots in process, with no tags in the task: the store
-    and snapshots are local files, together at most ``DERIVED_BYTES``, and DuckDB evaluates
-    the body's expressions and compares the values naming an output row as Spark does.
+    """Aggregations, semi-joins and differences (:func:`derivable`) whose lineage the index
+    builder derives in process from the source snapshots and the children's stored rows, with
+    no tags in the task: the store and snapshots are local files, together at most
+    ``DERIVED_BYTES``, and DuckDB evaluates the body's expressions and compares the values
+    naming an output row as Spark does.
     TPC-H Q1 at SF 1: a 1.0 s Spark pass writing 6 M rows gone (DuckDB derives and writes the
     sorted pairs in 0.5 s). Q10: the tags' ``collect_list`` no longer makes the task's
     aggregation an object hash aggregate (capture with the index build +20 → +15 %)."""

@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization import duck
-from materialization.capture import LID, Capturer, flat_fields, lid_columns
+from materialization.capture import LID, Capturer, flat_fields, lid_columns, traced_leaves
 from materialization.compile import TAG_PREFIX, read_source, ref
 from materialization.duck_expressions import register_functions
 from materialization.duck_plan import DuckPlan, Rel, column_types, quoted
@@ -54,12 +54,15 @@ class Frames(Protocol):
 
     def columns(self, rel: Any) -> list[str]: ...
 
-    def derived(self, seg: Segment, plan: Mapping[str, Sequence[str]], output: Any) -> Any:
+    def derived(
+        self, seg: Segment, plan: Mapping[str, Sequence[str]], output: Any, children: Mapping[int, Any]
+    ) -> Any:
         """The lineage of ``seg`` (:func:`capture.derivable`), which the capture left to the
-        builder: for every row its body keeps, (the __lid of its output row in ``output``, the
-        segment's stored output; then per input j whose table ``plan`` captures, the
-        attributes of its source row as the flat columns :func:`capture.flat_fields` names
-        for tag j)."""
+        builder: for every row its body keeps, the __lid of its output row in ``output`` (the
+        segment's stored output), and per input j (:func:`capture.traced_leaves`) the tag
+        the capture would have carried: the ``__lid`` of a child segment's row (``children``:
+        input j -> the child's stored output), or the attributes of a source row whose table
+        ``plan`` captures, as the flat columns :func:`capture.flat_fields` names."""
 
     def lids(self, rel: Any) -> Any:
         """The distinct ``__lid`` of ``rel``."""
@@ -140,12 +143,20 @@ class SparkFrames:
     def columns(self, rel: DataFrame) -> list[str]:
         return list(rel.columns)
 
-    def derived(self, seg: Segment, plan: Mapping[str, Sequence[str]], output: DataFrame) -> DataFrame:
+    def derived(
+        self,
+        seg: Segment,
+        plan: Mapping[str, Sequence[str]],
+        output: DataFrame,
+        children: Mapping[int, DataFrame],
+    ) -> DataFrame:
         """The tagged body evaluated again, its output rows' lineage ids hashed from the values
         that name them (as the capture hashes them)."""
-        tables = {leaf.table for leaf in seg.leaves if isinstance(leaf, Source)}
-        capturer = Capturer(self.spark, {t: tuple(a) for t, a in plan.items() if t in tables}, "normal")
-        inputs = {id(leaf): capturer.leaf_input(leaf, j, None) for j, leaf in enumerate(seg.leaves)}
+        capturer = Capturer(self.spark, {t: tuple(a) for t, a in plan.items()}, "normal")
+        inputs = {
+            id(leaf): capturer.leaf_input(leaf, j, children.get(j))
+            for j, leaf in enumerate(traced_leaves(seg))
+        }
         return capturer.lineage_table(seg, inputs)[0]
 
     def lids(self, rel: DataFrame) -> DataFrame:
@@ -306,22 +317,30 @@ class DuckFrames:
     def columns(self, rel: str) -> list[str]:
         return list(self.con.sql(f"SELECT * FROM ({rel}) LIMIT 0").columns)
 
-    def derived(self, seg: Segment, plan: Mapping[str, Sequence[str]], output: str) -> str:
+    def derived(
+        self, seg: Segment, plan: Mapping[str, Sequence[str]], output: str, children: Mapping[int, str]
+    ) -> str:
         """The body in DuckDB over the source snapshots (every expression on the allow-list:
         :func:`duck_plan.exact_in_duckdb`), each kept row joined to its output row's lineage id
         by the values that name it, grouping keys or the body's columns (DuckDB has no Spark
         hash to compute the id with)."""
         duck = DuckPlan(self.con, column_types(seg), lambda uri: f"({self.read(uri)})")
         inputs, fields = {}, []
-        for j, leaf in enumerate(seg.leaves):
-            assert isinstance(leaf, Source)
+        for j, leaf in enumerate(traced_leaves(seg)):
+            tag = f"{TAG_PREFIX}{j}"
+            if not isinstance(leaf, Source):
+                ids = [c.id for c in leaf.columns]
+                picked = ", ".join([*map(quoted, ids), f"{quoted(LID)} AS {quoted(tag)}"])
+                inputs[id(leaf)] = Rel(f"SELECT {picked} FROM ({children[j]})", (*ids, tag))
+                fields.append(tag)
+                continue
             scanned = duck.source(leaf)
             attrs = plan.get(leaf.table)
             if attrs is None:
                 inputs[id(leaf)] = scanned
                 continue
             by_name = {c.name: c.id for c in leaf.cols}
-            named = flat_fields(f"{TAG_PREFIX}{j}", attrs)
+            named = flat_fields(tag, attrs)
             tags = ", ".join(f"{quoted(by_name[a])} AS {quoted(c)}" for c, a in named)
             columns = [c for c, _ in named]
             inputs[id(leaf)] = Rel(f"SELECT *, {tags} FROM ({scanned.sql})", (*scanned.cols, *columns))

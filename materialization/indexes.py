@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from materialization import duck
-from materialization.capture import LID, Capture, one_pair_per_row
+from materialization.capture import LID, Capture, one_pair_per_row, traced_leaves
 from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
 from materialization.index_frames import REF, Frames
 from materialization.provrc.paths import Step, encode_paths
@@ -127,8 +127,13 @@ class IndexBuilder:
         meta = self.segments[str(seg.id)]
         if not meta["tags"]:
             return
-        if meta.get("derived"):  # from the sources, and the output's lineage ids
-            lineage = self.f.derived(seg, self.plan, self._read(meta["output"]))
+        if meta.get("derived"):  # from the inputs, and the output's lineage ids
+            children = {
+                j: self._read(self.segments[str(child.id)]["output"])
+                for j, leaf in enumerate(traced_leaves(seg))
+                if (child := seg.child_for(leaf)) is not None
+            }
+            lineage = self.f.derived(seg, self.plan, self._read(meta["output"]), children)
             if len(meta["tags"]) > 1:  # each tag's pairs read it: evaluated once
                 lineage = self.f.keep(lineage)
         else:

@@ -6,8 +6,9 @@
 Per scale factor and query it measures
 
 1. capture overhead: the task time of an eager run (``record["task_seconds"]``: the task with
-   inline capture, output written; ``record["seconds"]``: plus the index build) against a lazy
-   run storing nothing but its output (strategy ``rerun``), and, for tasks of several segments,
+   its capture, tags or only lineage ids where the lineage is derived, output written;
+   ``record["seconds"]``: plus the index build) against a lazy run storing nothing but its
+   output (strategy ``rerun``), and, for tasks of several segments,
    also against ``full`` (which stores the same intermediates as eager). Baseline and eager runs
    alternate in one loop, so a burst of load hits both; overhead ratios are per pair;
 2. backward lineage latency for 1 and for 100 output rows (all of them when the output is
@@ -449,7 +450,8 @@ def markdown(records: list[dict], info: dict[str, Any]) -> str:
         lines += [
             "Overhead per interleaved pair (after the warm-up pairs, which are not counted; which",
             "of the two runs first alternates): eager / baseline − 1, median / worst; `task` = eager",
-            "task time with inline capture, `+index` = including the index build.",
+            "task time with its capture, `+index` = including the index build (and the derivation",
+            "of the lineage where the task carried no tags).",
             "",
         ]
         header = ["query", "out rows", "segs", "baseline", "baseline s", "eager task s", "eager total s"]

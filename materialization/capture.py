@@ -57,7 +57,7 @@ from segmenter.operators import (
 from segmenter.segments import Segment
 
 LID = "__lid"
-RANGE_MARKER = "AL_KEY_RANGE_ERROR"  # brackets a packed key's raise_error message in Spark's error
+KEY_MARKER = "AL_KEY_RECORD_ERROR"  # brackets the raise_error message of a key unlike its record
 DIRECTIONS = ("backward", "forward")
 STORAGES = ("pairs", "provrc")  # Parquet (id, attributes) pairs; ProvRC-compressed relations
 
@@ -282,11 +282,18 @@ class Capturer:
             return df
         by_name = {c.name: c.id for c in leaf.cols}
         if leaf.table in self.plain:
-            return df.withColumn(tag, ref(by_name[attrs[0]]))
+            return df.withColumn(tag, F.expr(self._plain(leaf.table, by_name[attrs[0]])))
         if leaf.table in self.packed:
             return df.withColumn(tag, F.expr(self._packed(leaf.table, by_name)))
         fields = ", ".join(f"{sql_string(a)}, {ident(by_name[a])}" for a in attrs)
         return df.withColumn(tag, F.expr(f"named_struct({fields})"))
+
+    def _plain(self, table: str, column: str) -> str:
+        """The key value itself as Spark SQL; a NULL there (the record, which says the key
+        holds none, was changed) fails the task in one line: ``collect_list`` would drop the
+        row from its group's lineage."""
+        error = _record_error(table, "a key value is NULL, which its record says it never is")
+        return f"CASE WHEN {ident(column)} IS NOT NULL THEN {ident(column)} ELSE {error} END"
 
     def _packed(self, table: str, by_name: dict[str, str]) -> str:
         """The packed key of a row (:func:`packing`) as Spark SQL; a value outside its
@@ -297,11 +304,8 @@ class Capturer:
         ]
         packed = " | ".join(f"shiftleft({v}, {shift})" for v, shift, _ in offsets)
         fits = " AND ".join(f"{v} BETWEEN 0 AND {(1 << bits) - 1}" for v, _, bits in offsets)
-        message = sql_string(
-            f"{RANGE_MARKER}source {table!r}: a key value lies outside the range recorded when it was "
-            f"registered (was the store changed?); register the table again{RANGE_MARKER}"
-        )
-        return f"CASE WHEN {fits} THEN {packed} ELSE raise_error({message}) END"
+        error = _record_error(table, "a key value lies outside the range recorded when it was registered")
+        return f"CASE WHEN {fits} THEN {packed} ELSE {error} END"
 
     def _info(self, seg: Segment, tag: str, array: bool) -> dict[str, Any]:
         """How the index builder reads ``seg``'s tag column ``tag``: which input it is, whether
@@ -424,6 +428,13 @@ def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collec
     carried = [aliased(listed.format(ident(t)), t) for t in tags]
     out = grouped(df, keys, [*aggs, *carried])
     return out.selectExpr(*[ident(c.id) for c in agg.columns], *map(ident, tags))
+
+
+def _record_error(table: str, what: str) -> str:
+    """Spark SQL that fails the task with one line (:data:`KEY_MARKER`) saying that ``table``'s
+    rows are not as its record says."""
+    message = f"source {table!r}: {what} (was the store changed?); register the table again"
+    return f"raise_error({sql_string(KEY_MARKER + message + KEY_MARKER)})"
 
 
 def _untagged(inputs: dict[int, DataFrame]) -> dict[int, DataFrame]:

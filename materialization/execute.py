@@ -14,7 +14,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from materialization.capture import (
-    RANGE_MARKER,
+    KEY_MARKER,
     Capture,
     Capturer,
     at_key,
@@ -319,5 +319,5 @@ def translate_task_errors() -> Iterator[None]:
 _MARKED: tuple[tuple[str, type[LineageError], str], ...] = (
     (ERROR_MARKER, UDFError, "UDF "),
     (TIE_MARKER, OrderTieError, ""),
-    (RANGE_MARKER, StoreError, ""),
+    (KEY_MARKER, StoreError, ""),
 )

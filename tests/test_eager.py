@@ -657,17 +657,30 @@ def test_a_key_of_integer_columns_tags_rows_by_one_packed_bigint(als: LineageSes
     assert als.store.key_ranges(als.store.current_source("customer").snapshot) is None  # one column
 
 
-def test_a_packed_key_outside_its_recorded_range_fails_in_one_line(als: LineageSession) -> None:
-    """Ranges narrowed in the store (changed by hand) would pack two keys into one tag: the
-    capture fails in one line instead, naming the table, and keeps nothing. With Hadoop's
-    checksum left beside the record, reading it fails first, in one line too."""
-    meta = Path(local_path(als.store.current_source("shelf").snapshot) or "") / SOURCE_META
-    crc = meta.with_name(f".{meta.name}.crc")  # Hadoop's checksum, which an edit would also drop
+@contextmanager
+def record_changed(als: LineageSession, table: str, **changes: Any) -> Iterator[Path]:
+    """``table``'s source record with ``changes``, as a hand edit leaves it (Hadoop's checksum
+    still beside it); restored afterwards."""
+    meta = Path(local_path(als.store.current_source(table).snapshot) or "") / SOURCE_META
+    crc = meta.with_name(f".{meta.name}.crc")
     saved, saved_crc = meta.read_text(), crc.read_bytes()
-    changed = json.loads(saved)
-    changed["key_ranges"]["s_slot"] = [0, 7]
     try:
-        meta.write_text(json.dumps(changed))  # Hadoop's checksum tells first: one line too
+        meta.write_text(json.dumps(json.loads(saved) | changes))
+        yield crc
+    finally:
+        meta.write_text(saved)
+        crc.write_bytes(saved_crc)
+
+
+def test_a_key_unlike_its_record_fails_in_one_line(als: LineageSession) -> None:
+    """A source record changed by hand: narrowed key ranges would pack two keys into one tag,
+    and a key said to hold no NULL would have ``collect_list`` drop its NULL-key row from its
+    group's lineage. The capture fails in one line instead, naming the table, and keeps
+    nothing. With Hadoop's checksum left beside the record, reading it fails first, in one
+    line too."""
+    record = als.store.read_record(f"{als.store.current_source('shelf').snapshot}/{SOURCE_META}")
+    ranges = record["key_ranges"]
+    with record_changed(als, "shelf", key_ranges=ranges | {"s_slot": [0, 7]}) as crc:
         with pytest.raises(StoreError, match="does not match the checksum") as e:
             LineageSession(als.spark, store=als.store.uri).table("shelf")
         assert "\n" not in str(e.value)
@@ -676,9 +689,12 @@ def test_a_packed_key_outside_its_recorded_range_fails_in_one_line(als: LineageS
         with tags_in_the_task("shelves"), pytest.raises(StoreError, match="'shelf': a key value lies") as e:
             fresh.run(shelves_per_kind(fresh), backend="eager")
         assert "\n" not in str(e.value)
-    finally:
-        meta.write_text(saved)
-        crc.write_bytes(saved_crc)
+    with record_changed(als, "gadget", key_nulls=False) as crc:
+        crc.unlink()
+        fresh = LineageSession(als.spark, store=als.store.uri)
+        with tags_in_the_task("gadgets"), pytest.raises(StoreError, match="'gadget': a key value is NU") as e:
+            fresh.run(gadgets_per_kind(fresh), backend="eager")
+        assert "\n" not in str(e.value) and "register the table again" in str(e.value)
 
 
 # --- differences -----------------------------------------------------------------------------

@@ -395,9 +395,9 @@ class Capturer:
     def _lineage_table(self, seg: Segment, rows: DataFrame) -> tuple[DataFrame, dict[str, dict[str, Any]]]:
         """(__lid, tags) rows to write, and how to read each tag. Where a tag is a source row's
         and never NULL (the only input of a segment, every input of a :func:`derivable` body,
-        a difference's left one among them: no outer join or union puts NULLs there), its attributes are
-        written as flat columns: Spark then never builds the struct and Parquet writes and
-        reads them faster (TPC-H Q1 at SF 1: 6 M rows, 1.35 → 1.05 s to write)."""
+        a difference's left one among them: no outer join or union puts NULLs there), its
+        attributes are written as flat columns: Spark then never builds the struct and Parquet
+        writes and reads them faster (TPC-H Q1 at SF 1: 6 M rows, 1.35 → 1.05 s to write)."""
         flat = len(seg.leaves) == 1 or derivable(seg)
         columns: list[Column] = [ref(LID)]
         tags: dict[str, dict[str, Any]] = {}

@@ -37,7 +37,7 @@ from segmenter.operators import Function, Node, Source, Task, to_dict
 from segmenter.segments import Segment, render_segments
 
 Progress = Callable[[str], None]
-DERIVED_BYTES = 1 << 30  # larger snapshots: the tags ride in the task (or a second pass over a scan)
+DERIVED_BYTES = 1 << 30  # larger snapshots: the tags ride in the task, or a second pass writes them
 
 
 class UDFError(LineageError):

@@ -675,9 +675,8 @@ def record_changed(als: LineageSession, table: str, **changes: Any) -> Iterator[
 def test_a_key_unlike_its_record_fails_in_one_line(als: LineageSession) -> None:
     """A source record changed by hand: narrowed key ranges would pack two keys into one tag,
     and a key said to hold no NULL would have ``collect_list`` drop its NULL-key row from its
-    group's lineage. The capture fails in one line instead, naming the table, and keeps
-    nothing. With Hadoop's checksum left beside the record, reading it fails first, in one
-    line too."""
+    group's lineage. The capture fails in one line instead, naming the table. With Hadoop's
+    checksum left beside the record, reading it fails first, in one line too."""
     record = als.store.read_record(f"{als.store.current_source('shelf').snapshot}/{SOURCE_META}")
     ranges = record["key_ranges"]
     with record_changed(als, "shelf", key_ranges=ranges | {"s_slot": [0, 7]}) as crc:

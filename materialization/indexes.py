@@ -73,8 +73,12 @@ class IndexBuilder:
     def _read(self, directory: str) -> Any:
         return self.f.read(f"{self.staging}/{directory}")
 
+    def _output(self, seg: Segment) -> Any:
+        """``seg``'s stored output (with its rows' lineage ids)."""
+        return self._read(self.segments[str(seg.id)]["output"])
+
     def out_lids(self, seg: Segment) -> Any:
-        return self.f.lids(self._read(self.segments[str(seg.id)]["output"]))
+        return self.f.lids(self._output(seg))
 
     def compose(self, seg: Segment) -> tuple[dict[str, Any], Any | None]:
         """(__lid, attrs) pairs per index name for every row ``seg`` captured, and the
@@ -129,11 +133,11 @@ class IndexBuilder:
             return
         if meta.get("derived"):  # from the inputs, and the output's lineage ids
             children = {
-                j: self._read(self.segments[str(child.id)]["output"])
+                j: self._output(child)
                 for j, leaf in enumerate(traced_leaves(seg))
                 if (child := seg.child_for(leaf)) is not None
             }
-            lineage = self.f.derived(seg, self.plan, self._read(meta["output"]), children)
+            lineage = self.f.derived(seg, self.plan, self._output(seg), children)
             if len(meta["tags"]) > 1:  # each tag's pairs read it: evaluated once
                 lineage = self.f.keep(lineage)
         else:

@@ -5,16 +5,25 @@ pushed through every operator along the columns that pass it unchanged (and acro
 join's ``a = b``: a value that restricts a restricts b's input too); a column computed by
 the operator (an aggregate, a UDF value) simply stops being a constraint. For a difference
 only the left input is restricted: (T1 − T2) ⋉ Ō → (T1 ⋉ Ō) − T2.
+
+On Spark, a restriction whose values are few and held in process is written as literals (a
+filter, and the targets' ids as a CASE): a broadcast join, even of a local relation, costs a
+Spark job of its own, and literals reach the Parquet scan as filters.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import reduce
 from typing import Any
 
-from pyspark.sql import DataFrame
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from materialization.compile import ROW_ID, ident, null_safe_match
@@ -33,6 +42,13 @@ from segmenter.operators import (
 )
 
 BROADCAST_ROWS = 200_000
+# at most this many values held in process, and equalities in all, are written as literals:
+# Spark's optimizer runs out of memory on a disjunction of 27 rows of 26 columns above a join
+LITERAL_ROWS = 64
+LITERAL_TERMS = 64
+# exact Python types whose Spark literal, cast to the values' column type, is that value
+# (not float: a literal's text; not datetime: a time zone)
+_LITERAL_TYPES = (int, str, bool, decimal.Decimal, datetime.date)
 
 
 @dataclass(frozen=True)
@@ -42,11 +58,15 @@ class Restriction:
     rows: int
     complete: bool = False  # values are whole reasoning-mode rows of the node's output
     numbered: bool = False  # values carry ROW_ID: answers keep which target each row serves
+    local: pa.Table | None = None  # the values' rows, where the engine holds them in process
 
     def apply(self, df: DataFrame) -> DataFrame:
         on = {node_col: value_col for value_col, node_col in self.on.items() if node_col in df.columns}
         if not on:
             return df
+        literals = self._literals(on)
+        if literals is not None:
+            return df.where(literals[0])
         return null_safe_match(df, self._values(on.values(), distinct=False), on, "left_semi")
 
     def attach(self, df: DataFrame) -> DataFrame:
@@ -54,7 +74,49 @@ class Restriction:
         if not self.numbered:
             return self.apply(df)
         on = {node_col: value_col for value_col, node_col in self.on.items() if node_col in df.columns}
+        literals = self._literals(on)
+        if literals is not None:  # each match's targets as an array, one row per target
+            kept, groups = literals
+            ids: Column | None = None
+            for test, targets in groups:
+                array = F.array(*[F.lit(i).cast("bigint") for i in sorted(targets)])
+                ids = F.when(test, array) if ids is None else ids.when(test, array)
+            return df.where(kept).withColumn(ROW_ID, F.explode(ids))
         return null_safe_match(df, self._values([*on.values(), ROW_ID]), on, "inner", carry=[ROW_ID])
+
+    def _literals(self, on: dict[str, str]) -> tuple[Column, list[tuple[Column, set[int]]]] | None:
+        """Where the values are few, held here and of literal types: the test a row must pass
+        to be kept, and per distinct value of the ``on`` columns the null-safe test of a row
+        against it with the targets (``ROW_ID``) it serves; None otherwise. The test to keep
+        a row looks each column up in its values first (Spark hashes a long IN list), so
+        that a scan of many rows rarely evaluates the tests of whole values."""
+        rows = self.local
+        if rows is None or rows.num_rows > LITERAL_ROWS or rows.num_rows * len(on) > LITERAL_TERMS:
+            return None
+        values = {k: rows.column(v).to_pylist() for k, v in on.items()}
+        if any(x is not None and type(x) not in _LITERAL_TYPES for xs in values.values() for x in xs):
+            return None
+        types = {f.name: f.dataType for f in self.values.schema.fields}
+
+        def literal(k: str, x: Any) -> Column:
+            return F.lit(x).cast(types[on[k]])  # the values' own type: compared as the join would
+
+        ids = rows.column(ROW_ID).to_pylist() if self.numbered else [0] * rows.num_rows
+        groups: dict[tuple[Any, ...], set[int]] = {}
+        for i, row_id in enumerate(ids):
+            groups.setdefault(tuple(xs[i] for xs in values.values()), set()).add(row_id)
+        tests = [
+            (_all_of([F.col(ident(k)).eqNullSafe(literal(k, x)) for k, x in zip(on, key)]), targets)
+            for key, targets in groups.items()
+        ]
+        looked_up = []
+        for k, xs in values.items():
+            present = [literal(k, x) for x in dict.fromkeys(xs) if x is not None]
+            found = F.col(ident(k)).isin(*present) if present else F.lit(False)
+            looked_up.append(found | F.col(ident(k)).isNull() if None in xs else found)
+        if len(on) > 1:  # one column's lookup is its null-safe test
+            looked_up.append(_any_of([test for test, _ in tests]))
+        return _all_of(looked_up), tests
 
     def _values(self, cols: Iterable[str], distinct: bool = True) -> DataFrame:
         """The values' ``cols``, broadcast when there are few: each distinct once, except
@@ -70,6 +132,14 @@ class Restriction:
         (on none: no restriction, or, numbered, all rows for each of the targets)."""
         on = {v: mapping[n] for v, n in self.on.items() if n in mapping}
         return replace(self, on=on, complete=False) if on or self.numbered else None
+
+
+def _all_of(tests: Sequence[Column]) -> Column:
+    return reduce(operator.and_, tests, F.lit(True))  # Spark drops the literal
+
+
+def _any_of(tests: Sequence[Column]) -> Column:
+    return reduce(operator.or_, tests, F.lit(False))
 
 
 def passing_columns(node: Node, equal: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from materialization.compile import ROW_ID
 from segmenter.segments import Segment
-from tracing.engines import PARENT, Engine
+from tracing.engines import PARENT, Engine, Settled
 from tracing.lineage import PER_ROW_MAX, ByRow, CallKey, Reads, call_key, unique_rows
 
 
@@ -27,8 +27,8 @@ class Renumbering:
     calls: dict[int, list[CallKey]] = field(default_factory=dict)  # fresh id -> calls of its row
     next_id: int = PER_ROW_MAX  # below: the targets' own ids
 
-    def renumber(self, seg: Segment, rows: Any, engine: Engine) -> tuple[Any, int]:
-        """``rows`` (of ``seg``'s output, numbered) with fresh ids, and how many there are."""
+    def renumber(self, seg: Segment, rows: Any, engine: Engine) -> Settled:
+        """``rows`` (of ``seg``'s output, numbered) with fresh ids."""
         rel, fresh = engine.renumbered(rows, self.next_id)
         ids = fresh.column(ROW_ID).to_pylist()
         self.next_id += len(ids)
@@ -39,7 +39,7 @@ class Renumbering:
             for i, values in zip(ids, args):
                 inputs = dict(zip(names, values.values()))
                 self.calls.setdefault(i, []).append(call_key(seg.id, fn.udf, inputs))
-        return rel, len(ids)
+        return Settled(rel, len(ids), fresh.drop_columns([PARENT]))
 
     def _chain(self, i: int) -> Iterator[int]:
         yield i

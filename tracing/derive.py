@@ -48,8 +48,10 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 out = engine.output(seg, r)
                 rows = engine.settle(engine.semi(out, r) if numbered else out).rows  # type: ignore[arg-type]
             if numbered:  # each row its own id below: the calls it feeds name what they read
-                rows, count = renumbering.renumber(seg, rows, engine)
-                r = Restriction(rows, {c.id: c.id for c in seg.top.match_columns()}, count, True, True)
+                fresh = renumbering.renumber(seg, rows, engine)
+                rows = fresh.rows
+                match = {c.id: c.id for c in seg.top.match_columns()}
+                r = Restriction(rows, match, fresh.count, True, True, fresh.local)
             for fn in seg.functions:
                 picked = [*fn.arg_columns(), fn.value, fn.reason]
                 reasoning.append(
@@ -79,7 +81,8 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
                 rows = part.rows
-                queue.append((part.child, Restriction(rows.rows, ids, rows.count, True, numbered)))
+                below = Restriction(rows.rows, ids, rows.count, True, numbered, rows.local)
+                queue.append((part.child, below))
         stats.append(
             TraceStat(
                 seg.id,

@@ -125,7 +125,8 @@ def trace_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[L
         output = engine.output(seg, None)
         everything = engine.settle(engine.semi(output, targets) if targets else output)
         on = {c.id: c.id for c in seg.top.columns}
-        targets = Restriction(everything.rows, on, everything.count, numbered=targets is not None)
+        numbered = targets is not None
+        targets = Restriction(everything.rows, on, everything.count, False, numbered, everything.local)
     if targets.rows == 0:  # SL(∅) = ∅: not even T₂ contributes to no row
         return []
     out = []

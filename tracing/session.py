@@ -617,7 +617,8 @@ class Run:
         numbered = chosen.count <= PER_ROW_MAX
         if numbered:
             chosen = engine.numbered(chosen)
-        result = derive(self.root, Restriction(chosen.rows, match, chosen.count, complete, numbered), engine)
+        restriction = Restriction(chosen.rows, match, chosen.count, complete, numbered, chosen.local)
+        result = derive(self.root, restriction, engine)
         if result.by_row is not None:
             targets = engine.named(chosen.rows, self.task.output, distinct=False)
             result.by_row = replace(result.by_row, targets=targets).local()

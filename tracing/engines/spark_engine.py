@@ -30,7 +30,7 @@ class SparkEngine:
         # rows are renamed in process rather than by a Spark job (see :meth:`named`). Each
         # dict keeps its keys' objects alive, so an id names one object.
         self._held: dict[int, tuple[DataFrame, pa.Table]] = {}
-        self._renamed: dict[int, tuple[pa.Table, DataFrame, Sequence[Col]]] = {}  # named() in process
+        self._renamed: dict[int, tuple[pa.Table, DataFrame, Sequence[Col], bool]] = {}  # named() in process
 
     def _holding(self, df: DataFrame, rows: pa.Table) -> DataFrame:
         self._held[id(df)] = (df, rows)
@@ -46,7 +46,7 @@ class SparkEngine:
         return held[1] if held is not None else None
 
     def targets(self, df: DataFrame, local: pa.Table) -> DataFrame:
-        return df
+        return self._holding(df, local.select(df.columns))  # named in process
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> DataFrame:
         return self.restorer.leaf_input(seg, leaf, restriction)
@@ -84,7 +84,8 @@ class SparkEngine:
         return self._settled(rows, schema)
 
     def renumbered(self, rows: DataFrame, start: int) -> tuple[DataFrame, pa.Table]:
-        fresh = renumber(rows.toArrow(), start)
+        held = self._rows_of(rows)
+        fresh = renumber(held if held is not None else rows.toArrow(), start)
         kept = fresh.drop_columns([PARENT])
         return self._holding(local_frame(rows, kept), kept), fresh
 
@@ -103,29 +104,27 @@ class SparkEngine:
         if numbered:
             schema = StructType([*schema.fields, joined.schema[ROW_ID]])  # type: ignore[attr-defined]
         local: pa.Table = settled.local
-        tags, ids = local.column(tag).to_pylist(), local.column(ROW_ID).to_pylist() if numbered else None
-        unique: dict[Any, int] = {}
-        for i, value in enumerate(tags):
-            if value is not None:
-                unique.setdefault(_frozen((value, ids[i]) if ids is not None else value), i)
-        picked = local.take(pa.array(list(unique.values()), pa.int64()))
+        kept = local.filter(local.column(tag).is_valid())
+        picked = _distinct(kept.select([tag, *[ROW_ID] * numbered]))
         rows = pa.Table.from_struct_array(picked.column(tag).combine_chunks())
         if numbered:
             rows = rows.append_column(ROW_ID, picked.column(ROW_ID))
         return self._settled(rows, schema)
 
     def named(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame | pa.Table:
-        """``cols`` of ``rel`` under their names; rows this engine holds are renamed in
-        process (Arrow), where no distinct is asked for (a Spark job each before)."""
+        """``cols`` of ``rel`` under their names; rows this engine holds are renamed (and
+        made distinct) in process, with no Spark job."""
         held = self._rows_of(rel)
-        if held is None or distinct:
+        if held is None:
             return self._named_frame(rel, cols, distinct)
         ids = [c.id for c in cols] + [ROW_ID] * (ROW_ID in held.column_names)
         names = [c.name for c in cols] + ids[len(cols) :]
         nullable = {f.name: f.nullable for f in rel.schema.fields}  # known here: made from the rows
         fields = [pa.field(n, held.schema.field(i).type, nullable[i]) for i, n in zip(ids, names)]
         picked = pa.Table.from_arrays([held.column(i) for i in ids], schema=pa.schema(fields))  # as toArrow()
-        self._renamed[id(picked)] = (picked, rel, cols)  # its frame is built only if a union needs it
+        if distinct:
+            picked = _distinct(picked)
+        self._renamed[id(picked)] = (picked, rel, cols, distinct)  # a frame only if a union needs it
         return picked
 
     def _named_frame(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame:
@@ -135,8 +134,8 @@ class SparkEngine:
 
     def _frame_of(self, renamed: pa.Table) -> DataFrame:
         """The Spark frame of rows :meth:`named` renamed in process."""
-        _, rel, cols = self._renamed[id(renamed)]
-        return self._named_frame(rel, cols, False)
+        _, rel, cols, distinct = self._renamed[id(renamed)]
+        return self._named_frame(rel, cols, distinct)
 
     def union_distinct(self, rels: list[Any]) -> DataFrame | pa.Table:
         if len(rels) == 1:
@@ -148,10 +147,24 @@ class SparkEngine:
         return df.distinct()
 
 
+def _distinct(table: pa.Table) -> pa.Table:
+    """Each row of ``table`` once, in first-seen order (as Spark's distinct: nested values
+    compared by value, every NaN equal)."""
+    unique: dict[Any, int] = {}
+    for i, row in enumerate(zip(*(c.to_pylist() for c in table.columns))):
+        unique.setdefault(_frozen(row), i)
+    return table.take(pa.array(list(unique.values()), pa.int64()))
+
+
 def _frozen(value: Any) -> Any:
     """A hashable stand-in for a row value (structs and arrays become tuples)."""
+    if isinstance(value, float) and value != value:
+        return _NAN
     if isinstance(value, (list, tuple)):
         return tuple(_frozen(v) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
     return value
+
+
+_NAN = object()  # every NaN one value, as in Spark's grouping

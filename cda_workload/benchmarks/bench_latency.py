@@ -26,7 +26,8 @@ paper's Baseline ("executing the analysis query without storing any intermediate
 Rerun": a rerun run, its output written as every run's is), fm, and fm with lazy reasons; after
 a warm-up round that is not counted, in an order that alternates. Overheads are over the rerun
 run. Prints tables of medians (latency with each way's ratio to the DuckDB
-reference) and writes ``bench_latency.json`` and ``bench_latency.md`` under ``--out``.
+reference, and the Spark jobs each way's question started) and writes ``bench_latency.json``
+and ``bench_latency.md`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -37,13 +38,15 @@ import os
 import random
 import statistics
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from cda_workload.benchmarks.bench import Case, baseline, interleaved, machine, prepare, timed
 from cda_workload.benchmarks.bench_eager import TPCH_QUERIES
@@ -158,6 +161,29 @@ class Reference:
             self.con.unregister("targets")
 
 
+class SparkJobs:
+    """The Spark jobs a block starts, counted by a job group of its own. Spark's status store
+    hears of jobs asynchronously, so :meth:`count` waits a moment (outside any timed block)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.sc = spark.sparkContext
+        self.tracker = self.sc.statusTracker()
+
+    @contextmanager
+    def group(self) -> Iterator[str]:
+        name = f"bench-latency-{uuid.uuid4().hex}"
+        self.sc.setJobGroup(name, "bench_latency question")
+        try:
+            yield name
+        finally:
+            self.sc.setLocalProperty("spark.jobGroup.id", None)
+            self.sc.setLocalProperty("spark.job.description", None)
+
+    def count(self, name: str) -> int:
+        time.sleep(0.3)
+        return len(self.tracker.getJobIdsForGroup(name))
+
+
 def measure(
     als: LineageSession,
     case: LatencyCase,
@@ -191,6 +217,8 @@ def measure(
     for n in dict.fromkeys(min(size, len(rows)) for size in sizes):  # all rows: asked once
         records: list[dict[str, Any]] = []
         seconds: dict[str, list[float]] = {w: [] for w in ways}
+        jobs: dict[str, list[int]] = {w: [] for w in ways}
+        counter = SparkJobs(als.spark)
         engines: set[str] = set()
         agrees = True
         for _ in range(repeat):
@@ -209,13 +237,16 @@ def measure(
                     counts[way] = {t: len(v) for t, v in found.items()}
                     continue
                 strategy, _, engine = way.partition("@")
-                if strategy in ("eager", "compressed"):
-                    lin = runs["eager"].lineage(rows=given, backend=strategy)
-                else:
-                    lin = runs[strategy].lineage(rows=given, engine=engine or None)
-                    engines.add(f"{way}: {lin.engine}")
-                answer = lin.to_dict()
+                with counter.group() as group:
+                    if strategy in ("eager", "compressed"):
+                        lin = runs["eager"].lineage(rows=given, backend=strategy)
+                    else:
+                        lin = runs[strategy].lineage(rows=given, engine=engine or None)
+                    answer = lin.to_dict()
                 seconds[way].append(time.perf_counter() - start)
+                jobs[way].append(counter.count(group))
+                if strategy not in ("eager", "compressed"):
+                    engines.add(f"{way}: {lin.engine}")
                 counts[way] = {t: len(v) for t, v in answer["source_lineage"].items() if v}
             base = next(c for w, c in counts.items() if w != "duckdb")
             agrees &= all(c == base for w, c in counts.items() if w != "duckdb") and (
@@ -232,6 +263,7 @@ def measure(
                         "way": way,
                         "seconds": values,
                         "median_ms": statistics.median(values) * 1000,
+                        "spark_jobs": jobs[way],
                         "output_rows": len(rows),
                     }
                 )
@@ -329,6 +361,13 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
                 cells.append(f"{ms:.0f}" + (f" ({ms / ref:.1f}×)" if ref and way != "duckdb" else ""))
         agree = next(r["agree"] for r in records if "agree" in r and (r["case"], r["rows"]) == key)
         lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + f" | {'yes' if agree else 'NO'} |")
+    counted = [w for w in WAYS if w != "duckdb"]
+    lines += ["", "Spark jobs per question (median):", "", "| case | rows | " + " | ".join(counted) + " |"]
+    lines.append("|---" * (len(counted) + 2) + "|")
+    for key in dict.fromkeys((r["case"], r["rows"]) for r in timed_):
+        found = {r["way"]: r.get("spark_jobs") for r in timed_ if (r["case"], r["rows"]) == key}
+        cells = [f"{statistics.median(found[w]):.0f}" if found.get(w) else "—" for w in counted]
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

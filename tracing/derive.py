@@ -50,8 +50,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
             if numbered:  # each row its own id below: the calls it feeds name what they read
                 fresh = renumbering.renumber(seg, rows, engine)
                 rows = fresh.rows
-                match = {c.id: c.id for c in seg.top.match_columns()}
-                r = Restriction(rows, match, fresh.count, True, True, fresh.local)
+                r = fresh.restricting({c.id: c.id for c in seg.top.match_columns()}, True, True)
             for fn in seg.functions:
                 picked = [*fn.arg_columns(), fn.value, fn.reason]
                 reasoning.append(
@@ -80,9 +79,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 source.setdefault(leaf.table, []).append((seg.id, rows))
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
-                rows = part.rows
-                below = Restriction(rows.rows, ids, rows.count, True, numbered, rows.local)
-                queue.append((part.child, below))
+                queue.append((part.child, part.rows.restricting(ids, True, numbered)))
         stats.append(
             TraceStat(
                 seg.id,

@@ -125,8 +125,7 @@ def trace_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[L
         output = engine.output(seg, None)
         everything = engine.settle(engine.semi(output, targets) if targets else output)
         on = {c.id: c.id for c in seg.top.columns}
-        numbered = targets is not None
-        targets = Restriction(everything.rows, on, everything.count, False, numbered, everything.local)
+        targets = everything.restricting(on, numbered=targets is not None)
     if targets.rows == 0:  # SL(∅) = ∅: not even T₂ contributes to no row
         return []
     out = []

@@ -38,7 +38,6 @@ from materialization.duck_expressions import NotInProcess
 from materialization.execute import execute_run, translate_task_errors
 from materialization.formulas import VAR, refuse_unsound, root_vars
 from materialization.integrity import Check, budget, check_run, check_snapshot
-from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
@@ -617,8 +616,7 @@ class Run:
         numbered = chosen.count <= PER_ROW_MAX
         if numbered:
             chosen = engine.numbered(chosen)
-        restriction = Restriction(chosen.rows, match, chosen.count, complete, numbered, chosen.local)
-        result = derive(self.root, restriction, engine)
+        result = derive(self.root, chosen.restricting(match, complete, numbered), engine)
         if result.by_row is not None:
             targets = engine.named(chosen.rows, self.task.output, distinct=False)
             result.by_row = replace(result.by_row, targets=targets).local()

@@ -36,6 +36,11 @@ class Settled:
     count: int
     local: Any = None
 
+    def restricting(self, on: dict[str, str], complete: bool = False, numbered: bool = False) -> Restriction:
+        """A restriction to these rows (``on``: their column -> the restricted node's), with
+        the copy held in process, which lets Spark test few values as literals."""
+        return Restriction(self.rows, on, self.count, complete, numbered, self.local)
+
 
 class Engine(Protocol):
     name: str

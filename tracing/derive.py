@@ -10,7 +10,9 @@ from collections import deque
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from materialization.compile import ROW_ID
 from materialization.pushdown import Restriction
 from segmenter.operators import Source
 from segmenter.segments import Segment
@@ -32,13 +34,15 @@ from tracing.queries import trace_d, trace_non_d
 def derive(root: Segment, targets: Restriction | None, engine: Engine) -> AugmentedLineage:
     """Augmented lineage of ``targets`` (rows of the root segment's output; None = all);
     numbered targets give it per target too (:class:`ByRow`)."""
-    queue: deque[tuple[Segment, Restriction | None]] = deque([(root, targets)])
+    # each entry: a segment, its targets, and the target ids every row of it serves where it
+    # is traced once for all of them (a difference's subtrahend: see _shared)
+    queue: deque[tuple[Segment, Restriction | None, list[int] | None]] = deque([(root, targets, None)])
     source: dict[str, list[tuple[int, Any]]] = {}  # per table: (the segment that read them, rows)
     reasoning: list[ReasoningRows] = []
     stats: list[TraceStat] = []
     renumbering = Renumbering()
     while queue:
-        seg, r = queue.popleft()
+        seg, r, shared = queue.popleft()
         started = time.perf_counter()
         numbered = r is not None and r.numbered
         if seg.functions:
@@ -68,7 +72,9 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
         for part in found:
             label = f"segment {part.child.id}" if part.child else f"table {part.leaf.table}"  # type: ignore[attr-defined]
             if part.rows is None:  # an input of a difference: trace the child directly
-                queue.append((part.child, part.targets))  # type: ignore[arg-type]
+                child: Segment = part.child  # type: ignore[assignment]
+                all_for = _shared(child, part.targets)
+                queue.append((child, None, all_for) if all_for else (child, part.targets, shared))
                 rows_out[label] = part.targets.rows if part.targets and part.targets.on else None
                 continue
             rows_out[label] = (rows_out.get(label) or 0) + part.rows.count
@@ -76,10 +82,10 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 leaf = part.leaf
                 assert isinstance(leaf, Source)
                 rows = engine.named(part.rows.rows, leaf.cols, distinct=False)
-                source.setdefault(leaf.table, []).append((seg.id, rows))
+                source.setdefault(leaf.table, []).append((seg.id, _for_each(rows, shared)))
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
-                queue.append((part.child, part.rows.restricting(ids, True, numbered)))
+                queue.append((part.child, part.rows.restricting(ids, True, numbered), shared))
         stats.append(
             TraceStat(
                 seg.id,
@@ -103,6 +109,27 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     return answer
 
 
+def _shared(child: Segment, targets: Restriction | None) -> list[int] | None:
+    """The target ids of an "all of it, for each of these targets" restriction (a
+    difference's subtrahend) that can be traced once, unnumbered, and its rows labelled with
+    each id after (Q21: one pass, not 5 over 0.15 M rows); None where it cannot: the values
+    are not held here, or a model call below must be told apart per target (its reads)."""
+    if targets is None or targets.on or not targets.numbered or targets.local is None:
+        return None
+    if any(s.functions for s in child.walk()):
+        return None
+    return pc.unique(targets.local.column(ROW_ID)).to_pylist()
+
+
+def _for_each(rows: pa.Table, ids: list[int] | None) -> pa.Table:
+    """``rows`` (traced once for all of ``ids``) once per id, as its ``ROW_ID``."""
+    if ids is None:
+        return rows
+    labelled = (rows.append_column(ROW_ID, pa.array([i] * rows.num_rows, pa.int64())) for i in ids)
+    return pa.concat_tables(labelled)
+
+
 def _entered(parts: list[tuple[int, Any]]) -> pa.Table:
     """A table's rows in a per-row answer, each with the segment it entered by."""
-    return unique_rows(pa.concat_tables([entered_by(as_arrow(rows), seg) for seg, rows in parts]))
+    tables = [entered_by(as_arrow(rows), seg) for seg, rows in parts]
+    return unique_rows(pa.concat_tables(tables, promote_options="default"))  # ROW_ID nullable or not

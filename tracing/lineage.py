@@ -28,6 +28,7 @@ from reasoning_udfs.explanations import to_shap
 from segmenter.errors import LineageError
 from tracing import views
 from tracing.confidence.answer import ConfidenceAnswer
+from tracing.gc_pause import gc_paused
 
 SHOW_ROWS = 10
 PER_ROW_MAX = 1_000  # chosen output rows answered apart (more: one merged answer)
@@ -121,6 +122,7 @@ class AugmentedLineage:
     routes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # segment -> its path from the root
     run_id: str | None = None
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _calls: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
     # --- accessors ----------------------------------------------------------------------------
     @property
@@ -144,7 +146,14 @@ class AugmentedLineage:
         return {tuple(r[k] for k in key) for r in self.source_rows(table)}
 
     def reasoning_rows(self, udf: str | None = None) -> list[dict[str, Any]]:
-        """⟨E, Value, Reason⟩ rows, each tagged with its UDF and segment."""
+        """⟨E, Value, Reason⟩ rows, each tagged with its UDF and segment (collected once: a
+        call's reads may be tens of thousands of rows)."""
+        if udf not in self._calls:
+            self._calls[udf] = self._reasoning_rows(udf)
+        return self._calls[udf]
+
+    @gc_paused()
+    def _reasoning_rows(self, udf: str | None) -> list[dict[str, Any]]:
         out = []
         for entry in self.reasoning:
             if udf is not None and entry.udf != udf:
@@ -174,6 +183,7 @@ class AugmentedLineage:
             found[table] = collect_rows(unique_rows(rows.select(list(key))))
         return found
 
+    @gc_paused()
     def paths(self, table: str) -> list[dict[str, Any]]:
         """Per source row of ``table`` (its key values): the paths it reached the chosen rows
         by, each the segment ids from the root down to the segment that read it (Q2: a
@@ -183,11 +193,19 @@ class AugmentedLineage:
         rows = as_arrow(self.by_row.via[table])
         names = [c for c in rows.column_names if c not in (ROW_ID, SEGMENT)]
         key = [k for k in self.keys.get(table, ()) if k in names] or names
-        found: dict[str, tuple[dict[str, Any], set[tuple[int, ...]]]] = {}
-        for r in collect_rows(rows.select([*key, SEGMENT])):
-            seg = r.pop(SEGMENT)
-            found.setdefault(_sort_key(r), (r, set()))[1].add(self.routes.get(seg, (seg,)))
-        return [{"row": r, "paths": [list(p) for p in sorted(p)]} for _, (r, p) in sorted(found.items())]
+        picked = rows.select([*key, SEGMENT])
+        if all(map(_sortable, picked.schema.types)):  # each row's segments gathered by Arrow
+            grouped = picked.group_by(key, use_threads=False).aggregate([(SEGMENT, "distinct")])
+            found = [(r, r.pop(f"{SEGMENT}_distinct")) for r in collect_rows(grouped, by=key)]
+        else:
+            by_key: dict[Any, tuple[dict[str, Any], list[int]]] = {}
+            for r in collect_rows(picked):
+                seg = r.pop(SEGMENT)
+                by_key.setdefault(_row_key(r), (r, []))[1].append(seg)
+            found = list(by_key.values())
+        entered = [tuple(sorted(set(segs))) for _, segs in found]
+        routes = {e: sorted({self.routes.get(s, (s,)) for s in e}) for e in set(entered)}  # rows share them
+        return [{"row": r, "paths": [list(p) for p in routes[e]]} for (r, _), e in zip(found, entered)]
 
     def path_notes(self, table: str) -> Callable[[dict[str, Any]], str]:
         """``0 → 2`` (its paths) for each row of ``table``, where its rows came by more than
@@ -197,13 +215,11 @@ class AugmentedLineage:
         found = self.paths(table)
         if len({json.dumps(f["paths"]) for f in found}) < 2:
             return lambda row: ""
-        notes = {
-            _sort_key(f["row"]): "; ".join(" → ".join(map(str, p)) for p in f["paths"]) for f in found
-        }
+        notes = {_row_key(f["row"]): "; ".join(" → ".join(map(str, p)) for p in f["paths"]) for f in found}
         key = list(found[0]["row"])
 
         def note(row: dict[str, Any]) -> str:
-            return notes.get(_sort_key({k: row.get(k) for k in key}), "")
+            return notes.get(_row_key({k: row.get(k) for k in key}), "")
 
         return note
 
@@ -270,8 +286,10 @@ class AugmentedLineage:
                     f"{PER_ROW_MAX:,}): ask about fewer rows, or one at a time"
                 )
             return [(0, collect_rows(self.targets)[0])]
-        rows = [(r.pop(ROW_ID), r) for r in collect_rows(self.by_row.targets)]  # type: ignore[arg-type]
-        return sorted(rows, key=lambda pair: (_sort_key(pair[1]), pair[0]))
+        targets = as_arrow(self.by_row.targets)  # type: ignore[arg-type]
+        at = targets.schema.get_field_index(ROW_ID)
+        ordered = [*(i for i in range(targets.num_columns) if i != at), at]  # the row, then its id
+        return [(r.pop(ROW_ID), r) for r in collect_rows(targets.select(ordered))]
 
     def _only(self, ids: list[int]) -> AugmentedLineage:
         if self.by_row is None or len(set(ids)) == _count(self.by_row.targets):  # type: ignore[arg-type]
@@ -291,9 +309,11 @@ class AugmentedLineage:
             by_row=part,
             reads=_reads_serving(self.reads, ids),
             _cache={},
+            _calls={},
         )
 
     # --- presentation -------------------------------------------------------------------------
+    @gc_paused()
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
@@ -449,6 +469,16 @@ def _sort_key(row: dict[str, Any]) -> str:
     return _SORT_KEY(row)
 
 
+def _row_key(row: dict[str, Any]) -> Any:
+    """A row's values as a dict key: the tuple where they hash (flat values), else its JSON."""
+    values = tuple(row.values())
+    try:
+        hash(values)
+    except TypeError:
+        return _sort_key(row)
+    return values
+
+
 _SORT_KEY = json.JSONEncoder(sort_keys=True, default=str).encode  # json.dumps's, built once
 
 
@@ -456,13 +486,23 @@ def _count(rows: Rows) -> int:
     return rows.num_rows if isinstance(rows, pa.Table) else rows.count()
 
 
-def collect_rows(rows: Rows) -> list[dict[str, Any]]:
-    """All rows as plain dicts, sorted (a stable order for reports and comparisons)."""
-    if isinstance(rows, pa.Table) and not any(map(_unplain, rows.schema.types)):
-        return sorted(rows.to_pylist(), key=_sort_key)  # flat values: already plain
-    found = rows.to_pylist() if isinstance(rows, pa.Table) else [r.asDict() for r in rows.collect()]
-    dicts = [{k: _plain(v) for k, v in r.items()} for r in found]
-    return sorted(dicts, key=_sort_key)
+@gc_paused()
+def collect_rows(rows: Rows, by: list[str] | None = None) -> list[dict[str, Any]]:
+    """All rows as plain dicts in a stable order (for reports and comparisons): sorted by
+    their columns (or ``by``), left to right, nulls last, where Arrow can sort them (in C++:
+    a Python sort key per row was most of a 69 k-row answer's time); else by their JSON."""
+    table = as_arrow(rows)
+    names = table.column_names
+    by = by or names
+    if len(set(names)) == len(names) and all(_sortable(table.schema.field(c).type) for c in by):
+        table = table.sort_by([(c, "ascending") for c in by])
+        found = table.to_pylist()
+        return [_plain(r) for r in found] if any(map(_unplain, table.schema.types)) else found
+    return sorted((_plain(r) for r in table.to_pylist()), key=_sort_key)
+
+
+def _sortable(dtype: pa.DataType) -> bool:
+    return not (pa.types.is_nested(dtype) or pa.types.is_dictionary(dtype))
 
 
 def _unplain(dtype: pa.DataType) -> bool:

@@ -13,26 +13,28 @@ collected to Python (``to_dict()``) inside the timed block:
 - ``fm@spark``: the fm run with the tracing queries forced onto Spark (the engine of before);
 - ``eager``, ``compressed``: the captured indexes;
 - ``duckdb``: hand-written DuckDB semi-joins over the same source snapshots, rows fetched to
-  Python: the physical limit (written for the loan example, reading the model calls the fm run
-  stored, and for TPC-H Q3/Q10; none for the CDA queries).
+  Python: the physical limit (written for the loan example and CDA Q2/Q17/Q21, reading the
+  model calls the fm run stored, and for TPC-H Q3/Q10).
 
 ``--sizes`` and ``--ways`` choose fewer questions and ways (rerun's run is always made: it gives
 the rows asked about); ``--reasons auto`` makes the lazy strategies' runs as a user's default
 does, sparing a model's expensive reasons at task time (then fm is the fm-lazy way).
 
-Ways alternate inside each repetition, so load bursts hit all of them. With ``--task-time`` it
-also times the task itself: the query's rows only collected (normal mode, nothing written), the
-paper's Baseline ("executing the analysis query without storing any intermediate results for
-Rerun": a rerun run, its output written as every run's is), fm, and fm with lazy reasons; after
-a warm-up round that is not counted, in an order that alternates. Overheads are over the rerun
-run. Prints tables of medians (latency with each way's ratio to the DuckDB
-reference, and the Spark jobs each way's question started) and writes ``bench_latency.json``
-and ``bench_latency.md`` under ``--out``.
+Ways alternate inside each repetition, so load bursts hit all of them; each starts after a
+full garbage collection (untimed), so that none pays for the objects the one before it left.
+With ``--task-time`` it also times the task itself: the query's rows only collected (normal
+mode, nothing written), the paper's Baseline ("executing the analysis query without storing
+any intermediate results for Rerun": a rerun run, its output written as every run's is), fm,
+and fm with lazy reasons; after a warm-up round that is not counted, in an order that
+alternates. Overheads are over the rerun run. Prints tables of medians (latency with each
+way's ratio to the DuckDB reference, and the Spark jobs each way's question started) and
+writes ``bench_latency.json`` and ``bench_latency.md`` under ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -67,39 +69,116 @@ WAYS = (*LAZY, "fm-lazy", "fm@spark", "eager", "compressed", "duckdb")
 # time; reasons at question time
 TASKS = ("collect", "rerun", "fm", "fm-lazy")
 
-# Hand-written semi-joins: the lineage of the target rows (table ``targets``, the output's
-# column names) per source table, ``{table}`` standing for its snapshot's Parquet files and
-# ``{calls}`` for the model calls the fm run stored (its one stored segment, by column name).
+@dataclass(frozen=True)
+class HandWritten:
+    """Hand-written DuckDB semi-joins giving the lineage of the target rows (table ``targets``,
+    the output's column names): one query per source table, after ``steps`` (intermediate
+    tables a person would keep, created in order at each question). ``{table}`` stands for a
+    table's snapshot files and ``{segmentN}`` for the rows the fm run stored of segment N, by
+    column name (the model calls, so that no model runs)."""
+
+    tables: dict[str, str]
+    steps: tuple[tuple[str, str], ...] = ()
+
+
 _LOAN_ROWS = (
     "SELECT c.ClientID, l.LoanID FROM {client} c JOIN {debt} d ON c.ClientID = d.ClientID "
     "JOIN {loan} l ON c.ClientID = l.ClientID WHERE month(l.ApplicationDate) = 12 "
-    "AND (c.Income, d.Debt, l.LoanAmount) IN (SELECT (Income, Debt, LoanAmount) FROM {calls} k "
+    "AND (c.Income, d.Debt, l.LoanAmount) IN (SELECT (Income, Debt, LoanAmount) FROM {segment1} k "
     "SEMI JOIN targets t ON k.Judge = t.Judge)"
 )
-REFERENCES: dict[str, dict[str, str]] = {
-    "loan": {
-        "client": f"SELECT * FROM {{client}} WHERE ClientID IN (SELECT ClientID FROM ({_LOAN_ROWS}))",
-        "debt": f"SELECT * FROM {{debt}} WHERE ClientID IN (SELECT ClientID FROM ({_LOAN_ROWS}))",
-        "loan": f"SELECT * FROM {{loan}} WHERE LoanID IN (SELECT LoanID FROM ({_LOAN_ROWS}))",
-    },
-    "tpch:Q3": {
-        "orders": "SELECT o.* FROM {orders} o SEMI JOIN targets t ON o.o_orderkey = t.l_orderkey",
-        "customer": "SELECT c.* FROM {customer} c WHERE c.c_custkey IN "
-        "(SELECT o_custkey FROM {orders} o SEMI JOIN targets t ON o.o_orderkey = t.l_orderkey)",
-        "lineitem": "SELECT l.* FROM {lineitem} l SEMI JOIN targets t ON l.l_orderkey = t.l_orderkey "
-        "WHERE l.l_shipdate > DATE '1995-03-15'",
-    },
-    "tpch:Q10": {
-        "customer": "SELECT c.* FROM {customer} c SEMI JOIN targets t ON c.c_custkey = t.c_custkey",
-        "nation": "SELECT n.* FROM {nation} n WHERE n.n_nationkey IN "
-        "(SELECT c_nationkey FROM {customer} c SEMI JOIN targets t ON c.c_custkey = t.c_custkey)",
-        "orders": "SELECT o.* FROM {orders} o SEMI JOIN targets t ON o.o_custkey = t.c_custkey "
-        "WHERE o.o_orderdate >= DATE '1993-10-01' AND o.o_orderdate < DATE '1994-01-01' "
-        "AND EXISTS (SELECT 1 FROM {lineitem} l WHERE l.l_orderkey = o.o_orderkey AND l.l_returnflag = 'R')",
-        "lineitem": "SELECT l.* FROM {lineitem} l WHERE l.l_returnflag = 'R' AND l.l_orderkey IN "
-        "(SELECT o_orderkey FROM {orders} o SEMI JOIN targets t ON o.o_custkey = t.c_custkey "
-        "WHERE o.o_orderdate >= DATE '1993-10-01' AND o.o_orderdate < DATE '1994-01-01')",
-    },
+# CDA Q2: an output row pins its part and supplier; min_cost's group for the part is every
+# partsupp row of a European supplier (the output row's own among them).
+_Q2_GROUP = (
+    "SELECT ps.*, s.s_nationkey FROM {partsupp} ps JOIN {supplier} s ON s.s_suppkey = ps.ps_suppkey "
+    "JOIN {nation} n ON s.s_nationkey = n.n_nationkey JOIN {region} r ON n.n_regionkey = r.r_regionkey "
+    "WHERE r.r_name = 'EUROPE' AND ps.ps_partkey IN (SELECT p_partkey FROM targets)"
+)
+# CDA Q21: the calls the stored φ segment holds for the targets' suppliers, and (the D rule)
+# all of the NOT EXISTS difference's subtrahend once a target reaches it.
+_Q21_SUBTRAHEND = (
+    "SELECT s.s_suppkey, l1.l_orderkey, l1.l_linenumber, l1.l_suppkey, o.o_orderkey, n.n_nationkey "
+    "FROM {supplier} s JOIN {lineitem} l1 ON s.s_suppkey = l1.l_suppkey "
+    "JOIN {orders} o ON o.o_orderkey = l1.l_orderkey JOIN {nation} n ON s.s_nationkey = n.n_nationkey "
+    "WHERE EXISTS (SELECT 1 FROM {lineitem} l2 WHERE l2.l_orderkey = l1.l_orderkey "
+    "AND l2.l_suppkey <> l1.l_suppkey) AND EXISTS (SELECT 1 FROM {lineitem} l3 "
+    "WHERE l3.l_orderkey = l1.l_orderkey AND l3.l_suppkey <> l1.l_suppkey "
+    "AND l3.l_receiptdate > l3.l_commitdate) AND EXISTS (SELECT 1 FROM kept)"
+)
+REFERENCES: dict[str, HandWritten] = {
+    "loan": HandWritten(
+        {
+            "client": f"SELECT * FROM {{client}} WHERE ClientID IN (SELECT ClientID FROM ({_LOAN_ROWS}))",
+            "debt": f"SELECT * FROM {{debt}} WHERE ClientID IN (SELECT ClientID FROM ({_LOAN_ROWS}))",
+            "loan": f"SELECT * FROM {{loan}} WHERE LoanID IN (SELECT LoanID FROM ({_LOAN_ROWS}))",
+        }
+    ),
+    "tpch:Q3": HandWritten(
+        {
+            "orders": "SELECT o.* FROM {orders} o SEMI JOIN targets t ON o.o_orderkey = t.l_orderkey",
+            "customer": "SELECT c.* FROM {customer} c WHERE c.c_custkey IN "
+            "(SELECT o_custkey FROM {orders} o SEMI JOIN targets t ON o.o_orderkey = t.l_orderkey)",
+            "lineitem": "SELECT l.* FROM {lineitem} l SEMI JOIN targets t ON l.l_orderkey = t.l_orderkey "
+            "WHERE l.l_shipdate > DATE '1995-03-15'",
+        }
+    ),
+    "tpch:Q10": HandWritten(
+        {
+            "customer": "SELECT c.* FROM {customer} c SEMI JOIN targets t ON c.c_custkey = t.c_custkey",
+            "nation": "SELECT n.* FROM {nation} n WHERE n.n_nationkey IN "
+            "(SELECT c_nationkey FROM {customer} c SEMI JOIN targets t ON c.c_custkey = t.c_custkey)",
+            "orders": "SELECT o.* FROM {orders} o SEMI JOIN targets t ON o.o_custkey = t.c_custkey "
+            "WHERE o.o_orderdate >= DATE '1993-10-01' AND o.o_orderdate < DATE '1994-01-01' "
+            "AND EXISTS (SELECT 1 FROM {lineitem} l WHERE l.l_orderkey = o.o_orderkey "
+            "AND l.l_returnflag = 'R')",
+            "lineitem": "SELECT l.* FROM {lineitem} l WHERE l.l_returnflag = 'R' AND l.l_orderkey IN "
+            "(SELECT o_orderkey FROM {orders} o SEMI JOIN targets t ON o.o_custkey = t.c_custkey "
+            "WHERE o.o_orderdate >= DATE '1993-10-01' AND o.o_orderdate < DATE '1994-01-01')",
+        }
+    ),
+    "cda:Q2": HandWritten(
+        {
+            "part": "SELECT p.* FROM {part} p SEMI JOIN targets t ON p.p_partkey = t.p_partkey",
+            "partsupp": "SELECT ps.* FROM {partsupp} ps SEMI JOIN grp g "
+            "ON ps.ps_partkey = g.ps_partkey AND ps.ps_suppkey = g.ps_suppkey",
+            "supplier": "SELECT s.* FROM {supplier} s WHERE s.s_suppkey IN (SELECT ps_suppkey FROM grp)",
+            "nation": "SELECT n.* FROM {nation} n WHERE n.n_nationkey IN (SELECT s_nationkey FROM grp)",
+            "region": "SELECT r.* FROM {region} r WHERE r.r_name = 'EUROPE' AND EXISTS (SELECT 1 FROM grp)",
+        },
+        (("grp", _Q2_GROUP),),
+    ),
+    "cda:Q17": HandWritten(  # one output row: the lineage of the sum over every row kept
+        {
+            "lineitem": "SELECT l.* FROM {lineitem} l WHERE l.l_partkey IN (SELECT l_partkey FROM kept)",
+            "part": "SELECT p.* FROM {part} p WHERE p.p_partkey IN (SELECT l_partkey FROM kept)",
+        },
+        (
+            (
+                "kept",
+                "SELECT l_partkey FROM {segment1} WHERE text_sentiment = 'Positive' "
+                "AND EXISTS (SELECT 1 FROM targets)",
+            ),
+        ),
+    ),
+    "cda:Q21": HandWritten(
+        {
+            "supplier": "SELECT s.* FROM {supplier} s WHERE s.s_suppkey IN (SELECT s_suppkey FROM traced)",
+            "orders": "SELECT o.* FROM {orders} o WHERE o.o_orderkey IN (SELECT o_orderkey FROM traced)",
+            "nation": "SELECT n.* FROM {nation} n WHERE n.n_nationkey IN (SELECT n_nationkey FROM traced)",
+            "lineitem": "SELECT l.* FROM {lineitem} l WHERE (l.l_orderkey, l.l_linenumber) IN "
+            "(SELECT (l_orderkey, l_linenumber) FROM traced) OR EXISTS (SELECT 1 FROM traced r "
+            "WHERE r.l_orderkey = l.l_orderkey AND r.l_suppkey <> l.l_suppkey)",
+        },
+        (
+            (
+                "kept",
+                "SELECT s_suppkey, l_orderkey, l_linenumber, l_suppkey, o_orderkey, n_nationkey "
+                "FROM {segment1} k SEMI JOIN targets t ON k.s_name = t.s_name "
+                "WHERE k.text_sentiment = 'Positive'",
+            ),
+            ("traced", f"SELECT * FROM kept UNION {_Q21_SUBTRAHEND}"),
+        ),
+    ),
 }
 
 
@@ -136,9 +215,9 @@ def parse_cases(spec: str, tpch_sf: str, cda_sf: str) -> list[LatencyCase]:
 
 
 class Reference:
-    """The hand-written DuckDB semi-joins of a case over its runs' source snapshots."""
+    """A case's :class:`HandWritten` semi-joins over its runs' source snapshots."""
 
-    def __init__(self, queries: dict[str, str], fm: Run) -> None:
+    def __init__(self, written: HandWritten, fm: Run) -> None:
         snapshots = {n.table: local_path(n.snapshot) for n in fm.task.root.walk() if isinstance(n, Source)}
         files = {t: f"read_parquet('{p}/*.parquet')" for t, p in snapshots.items()}
         firsts = fm.root.firsts()
@@ -147,15 +226,18 @@ class Reference:
             if stored:
                 names = {c.id: c.name for c in seg.top.columns}
                 cols = ", ".join(f'"{f}" AS "{names[c]}"' for f, c in stored_columns(stored, seg, firsts))
-                files["calls"] = (
+                files[f"segment{seg.id}"] = (
                     f"(SELECT {cols} FROM read_parquet('{local_path(fm.dir)}/{stored['dir']}/*.parquet'))"
                 )
-        self.queries = {t: sql.format(**files) for t, sql in queries.items()}
+        self.steps = [(name, sql.format(**files)) for name, sql in written.steps]
+        self.queries = {t: sql.format(**files) for t, sql in written.tables.items()}
         self.con = duck.connect()
 
     def ask(self, targets: pa.Table) -> dict[str, list[dict[str, Any]]]:
         self.con.register("targets", targets)
         try:
+            for name, sql in self.steps:
+                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}")
             return {t: self.con.sql(sql).to_arrow_table().to_pylist() for t, sql in self.queries.items()}
         finally:
             self.con.unregister("targets")
@@ -226,6 +308,7 @@ def measure(
             given = [dict(zip(names, r)) for r in chosen]
             counts: dict[str, dict[str, int]] = {}
             for way in ways:
+                gc.collect()  # untimed: no way pays for the garbage the one before it left
                 start = time.perf_counter()
                 if way == "duckdb":
                     if reference is None:
@@ -234,7 +317,7 @@ def measure(
                         pa.Table.from_pylist(given, schema=output.select(*names).toArrow().schema)
                     )
                     seconds[way].append(time.perf_counter() - start)
-                    counts[way] = {t: len(v) for t, v in found.items()}
+                    counts[way] = {t: len(v) for t, v in found.items() if v}
                     continue
                 strategy, _, engine = way.partition("@")
                 with counter.group() as group:

@@ -38,6 +38,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     # is traced once for all of them (a difference's subtrahend: see _shared)
     queue: deque[tuple[Segment, Restriction | None, list[int] | None]] = deque([(root, targets, None)])
     source: dict[str, list[tuple[int, Any]]] = {}  # per table: (the segment that read them, rows)
+    keys: dict[str, list[str]] = {}  # per table: its key's columns (a row's identity)
     reasoning: list[ReasoningRows] = []
     stats: list[TraceStat] = []
     renumbering = Renumbering()
@@ -82,6 +83,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 leaf = part.leaf
                 assert isinstance(leaf, Source)
                 rows = engine.named(part.rows.rows, leaf.cols, distinct=False)
+                keys[leaf.table] = [c.name for k in leaf.key for c in leaf.cols if c.id == k]
                 source.setdefault(leaf.table, []).append((seg.id, _for_each(rows, shared)))
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
@@ -100,8 +102,8 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     if targets is None or not targets.numbered:
         found = {table: engine.union_distinct([rows for _, rows in parts]) for table, parts in source.items()}
         return AugmentedLineage(source=found, reasoning=reasoning, queries=stats, routes=routes)
-    via = {table: _entered(parts) for table, parts in source.items()}
-    found = {table: unique_rows(rows.drop_columns([SEGMENT])) for table, rows in via.items()}
+    via = {table: _entered(parts, keys[table]) for table, parts in source.items()}
+    found = {t: unique_rows(rows.drop_columns([SEGMENT]), _with(keys[t], ROW_ID)) for t, rows in via.items()}
     by_row = ByRow(source=found, reasoning=reasoning, via=via).local()
     answer = renumbering.rooted(by_row).merged(stats)
     answer.reads = renumbering.reads(by_row.source)  # type: ignore[arg-type]
@@ -129,7 +131,14 @@ def _for_each(rows: pa.Table, ids: list[int] | None) -> pa.Table:
     return pa.concat_tables(labelled)
 
 
-def _entered(parts: list[tuple[int, Any]]) -> pa.Table:
+def _entered(parts: list[tuple[int, Any]], key: list[str]) -> pa.Table:
     """A table's rows in a per-row answer, each with the segment it entered by."""
     tables = [entered_by(as_arrow(rows), seg) for seg, rows in parts]
-    return unique_rows(pa.concat_tables(tables, promote_options="default"))  # ROW_ID nullable or not
+    rows = pa.concat_tables(tables, promote_options="default")  # ROW_ID nullable or not
+    return unique_rows(rows, _with(key, SEGMENT, ROW_ID))
+
+
+def _with(key: list[str], *ids: str) -> list[str] | None:
+    """A row's identity in a per-row answer: its key and the ids it carries (None: no key
+    known, every column is)."""
+    return [*key, *ids] if key else None

@@ -196,7 +196,9 @@ class AugmentedLineage:
         picked = rows.select([*key, SEGMENT])
         if all(map(_sortable, picked.schema.types)):  # each row's segments gathered by Arrow
             grouped = picked.group_by(key, use_threads=False).aggregate([(SEGMENT, "distinct")])
-            found = [(r, r.pop(f"{SEGMENT}_distinct")) for r in collect_rows(grouped, by=key)]
+            grouped = grouped.sort_by([(k, "ascending") for k in key])  # as collect_rows orders them
+            segments = grouped.column(f"{SEGMENT}_distinct").to_pylist()
+            found = list(zip(collect_rows(grouped.select(key)), segments))
         else:
             by_key: dict[Any, tuple[dict[str, Any], list[int]]] = {}
             for r in collect_rows(picked):
@@ -451,13 +453,21 @@ def _distinct(table: pa.Table) -> pa.Table:
     return unique_rows(table.drop_columns([ROW_ID]))
 
 
-def unique_rows(table: pa.Table) -> pa.Table:
+def unique_rows(table: pa.Table, key: list[str] | None = None) -> pa.Table:
     """Each row of ``table`` once, in the order of first appearance (any column type: nested
     reasons too). Flat columns are grouped by Arrow; nested ones through Python (a TPC-DS
-    q70 row's 581 k rows took 16 s that way, most of its answer)."""
+    q70 row's 581 k rows took 16 s that way, most of its answer). With ``key``, rows equal
+    on those columns are the same row (a source's key and the ids: 4 integers to group, not
+    18 columns with the comments)."""
     names = table.column_names
     if table.num_rows < 2:
         return table
+    if key:
+        first = pa.array(range(table.num_rows), pa.int64())
+        indexed = table.select(key).append_column("__first", first)
+        grouped = indexed.group_by(key, use_threads=False).aggregate([("__first", "min")])
+        firsts = grouped.column("__first_min")
+        return table.take(firsts.take(pc.sort_indices(firsts)))
     if len(set(names)) == len(names) and not any(map(pa.types.is_nested, table.schema.types)):
         grouped = table.group_by(names, use_threads=False).aggregate([])  # first-seen order
         return pa.Table.from_arrays(grouped.select(names).columns, schema=table.schema)
@@ -487,15 +497,14 @@ def _count(rows: Rows) -> int:
 
 
 @gc_paused()
-def collect_rows(rows: Rows, by: list[str] | None = None) -> list[dict[str, Any]]:
+def collect_rows(rows: Rows) -> list[dict[str, Any]]:
     """All rows as plain dicts in a stable order (for reports and comparisons): sorted by
-    their columns (or ``by``), left to right, nulls last, where Arrow can sort them (in C++:
-    a Python sort key per row was most of a 69 k-row answer's time); else by their JSON."""
+    their columns, left to right, nulls last, where Arrow can sort every column (in C++: a
+    Python sort key per row was most of a 69 k-row answer's time); else by their JSON text."""
     table = as_arrow(rows)
     names = table.column_names
-    by = by or names
-    if len(set(names)) == len(names) and all(_sortable(table.schema.field(c).type) for c in by):
-        table = table.sort_by([(c, "ascending") for c in by])
+    if len(set(names)) == len(names) and all(map(_sortable, table.schema.types)):
+        table = table.sort_by([(c, "ascending") for c in names])
         found = table.to_pylist()
         return [_plain(r) for r in found] if any(map(_unplain, table.schema.types)) else found
     return sorted((_plain(r) for r in table.to_pylist()), key=_sort_key)

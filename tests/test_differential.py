@@ -39,11 +39,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from materialization.capture import Capture
+from materialization.settle import settle
 from materialization.strategies import stores
 from segmenter.errors import LineageError
 from segmenter.operators import Join, Selection, Union, sql_string
 from tests.tasks_suite import TASKS, build, generate, plain_dataframe, register_suite_tables
 from tracing import LineageSession, Run
+from tracing.engines import spark_engine
 from tracing.lineage import AugmentedLineage
 from tracing.parquet_reader import local_path
 
@@ -392,6 +394,23 @@ def test_tracing_engines_agree(suite: Suite, task_id: str) -> None:
     check_rows_apart(r.runs["rerun"], r.answer("rerun", "pair", engine="in-process"), engine="in-process")
     for strategy in ("full", "fm"):
         assert r.lineage(strategy, "pair", engine="in-process") == in_process, strategy
+
+
+def test_spark_engine_leaving_many_rows_on_spark_answers_alike(
+    suite: Suite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With only a few rows of each tracing query collected to the driver (as when the
+    others are many), the Spark engine gives the in-process answer: a model call above a
+    NOT EXISTS, whose subtrahend is traced once for the calls it serves (their few rows
+    held here), comes back as a frame and is labelled with each of them (Q21's shape)."""
+    sql = """SELECT c_custkey, suite_sentiment(c_comment) AS mood FROM customer c
+             LEFT ANTI JOIN orders o ON c.c_custkey = o.o_custkey WHERE c_custkey < 40"""
+    run = suite.als.run(sql, strategy="fm")
+    in_process = run.lineage(sample=2, seed=7, engine="in-process")
+    monkeypatch.setattr(spark_engine, "settle", lambda df: settle(df, small_rows=8))
+    on_spark = run.lineage(sample=2, seed=7, engine="spark")
+    assert on_spark.engine == "spark" and len(on_spark) == 2 and on_spark.source_rows("orders")
+    assert Lineage.of(on_spark) == Lineage.of(in_process)
 
 
 def check_storage(r: TaskRuns) -> None:

@@ -123,10 +123,12 @@ def _shared(child: Segment, targets: Restriction | None) -> list[int] | None:
     return pc.unique(targets.local.column(ROW_ID)).to_pylist()
 
 
-def _for_each(rows: pa.Table, ids: list[int] | None) -> pa.Table:
-    """``rows`` (traced once for all of ``ids``) once per id, as its ``ROW_ID``."""
+def _for_each(rows: Any, ids: list[int] | None) -> Any:
+    """``rows`` (traced once for all of ``ids``) once per id, as its ``ROW_ID`` (in process:
+    a per-row answer is read there)."""
     if ids is None:
         return rows
+    rows = as_arrow(rows)
     labelled = (rows.append_column(ROW_ID, pa.array([i] * rows.num_rows, pa.int64())) for i in ids)
     return pa.concat_tables(labelled)
 

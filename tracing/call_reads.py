@@ -55,22 +55,23 @@ class Renumbering:
         roots = [None if i is None else list(self._chain(i))[-1] for i in distinct.to_pylist()]
         return pc.take(pa.array(roots, pa.int64()), pc.index_in(ids, value_set=distinct))
 
-    def root(self, table: pa.Table) -> pa.Table:
-        """``table`` with each id replaced by the target's it refines, each row once."""
+    def root(self, table: pa.Table, key: list[str] | None = None) -> pa.Table:
+        """``table`` with each id replaced by the target's it refines, each row once
+        (``key``: its source table's, which says which rows are one)."""
         if not self.parent:
             return table
         at = table.schema.get_field_index(ROW_ID)
-        return unique_rows(table.set_column(at, ROW_ID, self._roots(table.column(ROW_ID))))
+        return unique_rows(table.set_column(at, ROW_ID, self._roots(table.column(ROW_ID))), key)
 
-    def rooted(self, by_row: ByRow) -> ByRow:
+    def rooted(self, by_row: ByRow, keys: dict[str, list[str]]) -> ByRow:
         return ByRow(
-            {t: self.root(r) for t, r in by_row.source.items()},
+            {t: self.root(r, keys.get(t)) for t, r in by_row.source.items()},
             [replace(e, rows=self.root(e.rows)) for e in by_row.reasoning],
             by_row.targets,
-            {t: self.root(r) for t, r in by_row.via.items()},
+            {t: self.root(r, keys.get(t)) for t, r in by_row.via.items()},
         )
 
-    def reads(self, source: dict[str, pa.Table]) -> Reads:
+    def reads(self, source: dict[str, pa.Table], keys: dict[str, list[str]]) -> Reads:
         """The source rows (by table) each model call read on its way to each target (their
         ``ROW_ID``: a call with the same inputs may feed two targets from other rows)."""
         out: Reads = {}
@@ -86,5 +87,5 @@ class Renumbering:
             rooted = rows.set_column(at, ROW_ID, self._roots(ids))
             for call, read_ids in by_call.items():
                 read = rooted.filter(pc.is_in(ids, value_set=pa.array(read_ids, pa.int64())))
-                out.setdefault(call, {})[table] = unique_rows(read)
+                out.setdefault(call, {})[table] = unique_rows(read, keys.get(table))
         return out

@@ -103,10 +103,10 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
         found = {table: engine.union_distinct([rows for _, rows in parts]) for table, parts in source.items()}
         return AugmentedLineage(source=found, reasoning=reasoning, queries=stats, routes=routes)
     via = {table: _entered(parts, keys[table]) for table, parts in source.items()}
-    found = {t: unique_rows(rows.drop_columns([SEGMENT]), _with(keys[t], ROW_ID)) for t, rows in via.items()}
+    found = {t: unique_rows(rows.drop_columns([SEGMENT]), keys[t]) for t, rows in via.items()}
     by_row = ByRow(source=found, reasoning=reasoning, via=via).local()
-    answer = renumbering.rooted(by_row).merged(stats)
-    answer.reads = renumbering.reads(by_row.source)  # type: ignore[arg-type]
+    answer = renumbering.rooted(by_row, keys).merged(stats)
+    answer.reads = renumbering.reads(by_row.source, keys)  # type: ignore[arg-type]
     answer.routes = routes
     return answer
 
@@ -137,10 +137,4 @@ def _entered(parts: list[tuple[int, Any]], key: list[str]) -> pa.Table:
     """A table's rows in a per-row answer, each with the segment it entered by."""
     tables = [entered_by(as_arrow(rows), seg) for seg, rows in parts]
     rows = pa.concat_tables(tables, promote_options="default")  # ROW_ID nullable or not
-    return unique_rows(rows, _with(key, SEGMENT, ROW_ID))
-
-
-def _with(key: list[str], *ids: str) -> list[str] | None:
-    """A row's identity in a per-row answer: its key and the ids it carries (None: no key
-    known, every column is)."""
-    return [*key, *ids] if key else None
+    return unique_rows(rows, key)

@@ -13,12 +13,13 @@ computed in the same pass): index it like SHAP's ``Explanation`` (``lin[0]``, ``
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row
@@ -453,19 +454,22 @@ def _distinct(table: pa.Table) -> pa.Table:
     return unique_rows(table.drop_columns([ROW_ID]))
 
 
-def unique_rows(table: pa.Table, key: list[str] | None = None) -> pa.Table:
+def unique_rows(table: pa.Table, key: Sequence[str] | None = None) -> pa.Table:
     """Each row of ``table`` once, in the order of first appearance (any column type: nested
     reasons too). Flat columns are grouped by Arrow; nested ones through Python (a TPC-DS
-    q70 row's 581 k rows took 16 s that way, most of its answer). With ``key``, rows equal
-    on those columns are the same row (a source's key and the ids: 4 integers to group, not
-    18 columns with the comments)."""
+    q70 row's 581 k rows took 16 s that way, most of its answer). With its source table's
+    ``key``, rows equal on the key and on the ids they carry (``SEGMENT``, ``ROW_ID``) are one
+    (4 integers to group, not 18 columns with the comments)."""
     names = table.column_names
     if table.num_rows < 2:
         return table
     if key:
-        first = pa.array(range(table.num_rows), pa.int64())
-        indexed = table.select(key).append_column("__first", first)
-        grouped = indexed.group_by(key, use_threads=False).aggregate([("__first", "min")])
+        by = [*key, *(c for c in (SEGMENT, ROW_ID) if c in names)]
+        first = pa.array(np.arange(table.num_rows, dtype=np.int64))
+        indexed = table.select(by).append_column("__first", first)
+        grouped = indexed.group_by(by, use_threads=False).aggregate([("__first", "min")])
+        if grouped.num_rows == table.num_rows:
+            return table  # each row once already (a take of wide text columns is not free)
         firsts = grouped.column("__first_min")
         return table.take(firsts.take(pc.sort_indices(firsts)))
     if len(set(names)) == len(names) and not any(map(pa.types.is_nested, table.schema.types)):

@@ -141,7 +141,7 @@ class Capture:
             names = {c.name.lower(): c.name for c in source.cols}
             wanted = self.granularity.get(table)
             if wanted is None:
-                out[table] = tuple(_names(source, source.key))
+                out[table] = source.key_names
                 continue
             missing = [a for a in wanted if a.lower() not in names]
             if missing or not wanted:
@@ -174,7 +174,7 @@ def one_pair_per_row(seg: Segment, plan: Mapping[str, Sequence[str]]) -> bool:
 
 def at_key(source: Source, attrs: Sequence[str]) -> bool:
     """Whether ``attrs`` are ``source``'s key: lineage kept row by row."""
-    return tuple(attrs) == tuple(_names(source, source.key))
+    return tuple(attrs) == source.key_names
 
 
 def derivable(seg: Segment) -> bool:
@@ -443,8 +443,3 @@ def _untagged(inputs: dict[int, DataFrame]) -> dict[int, DataFrame]:
 
 def _leaf_index(tag: str) -> int:
     return int(tag[len(TAG_PREFIX) :])
-
-
-def _names(source: Source, ids: Sequence[str]) -> list[str]:
-    by_id = {c.id: c.name for c in source.cols}
-    return [by_id[i] for i in ids]

@@ -91,9 +91,14 @@ class Source(Node):
     def columns(self) -> tuple[Col, ...]:
         return self.cols
 
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        """The key's columns by the names the table has (``key`` holds column ids)."""
+        by_id = {c.id: c.name for c in self.cols}
+        return tuple(by_id[i] for i in self.key)
+
     def describe(self) -> str:
-        keys = ", ".join(_names(self.cols, self.key))
-        return f"{self.table} [{_col_list(self.cols)}] key({keys})"
+        return f"{self.table} [{_col_list(self.cols)}] key({', '.join(self.key_names)})"
 
 
 @dataclass(frozen=True)
@@ -380,11 +385,6 @@ def render_tree(node: Node, indent: int = 0, names: dict[str, str] | None = None
     lines = [f"{pad}{node.symbol} {type(node).__name__}: {pretty(node.describe(), names)}"]
     lines += [render_tree(child, indent + 1, names) for child in node.children]
     return "\n".join(lines)
-
-
-def _names(cols: tuple[Col, ...], ids: tuple[str, ...]) -> list[str]:
-    by_id = {c.id: c.name for c in cols}
-    return [by_id.get(i, i) for i in ids]
 
 
 def _col_list(cols: tuple[Col, ...]) -> str:

@@ -83,7 +83,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 leaf = part.leaf
                 assert isinstance(leaf, Source)
                 rows = engine.named(part.rows.rows, leaf.cols, distinct=False)
-                keys[leaf.table] = [c.name for k in leaf.key for c in leaf.cols if c.id == k]
+                keys[leaf.table] = list(leaf.key_names)
                 source.setdefault(leaf.table, []).append((seg.id, _for_each(rows, shared)))
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}

@@ -702,6 +702,5 @@ def _source_keys(task: Task) -> dict[str, tuple[str, ...]]:
     keys = {}
     for node in task.root.walk():
         if isinstance(node, Source):
-            names = {c.id: c.name for c in node.cols}
-            keys[node.table] = tuple(names[k] for k in node.key)
+            keys[node.table] = node.key_names
     return keys

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import duckdb
@@ -34,6 +35,26 @@ _OPEN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 
 def connect(**config: Any) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(config={"threads": 2, "memory_limit": memory_limit(), **config})
+    _OPEN.add(con)
+    return con
+
+
+_DATABASES: dict[tuple[str, str], duckdb.DuckDBPyConnection] = {}  # by name and memory bound
+_LOCK = threading.Lock()
+
+
+def cursor(database: str, setup: Callable[[duckdb.DuckDBPyConnection], Any]) -> duckdb.DuckDBPyConnection:
+    """A new connection to this process's in-memory ``database``, made once (per memory
+    bound: ``AL_DUCKDB_MEMORY`` as it is now) and given its functions by ``setup``. Tables
+    registered on the connection stay its own; the database's functions and memory bound
+    are shared (a cursor takes 0.01 ms, a database 11 ms: a tenth of a one-row question)."""
+    key = (database, memory_limit())
+    with _LOCK:
+        if key not in _DATABASES:
+            made = connect()
+            setup(made)
+            _DATABASES[key] = made
+    con = _DATABASES[key].cursor()
     _OPEN.add(con)
     return con
 

@@ -16,6 +16,7 @@ and the question is answered by Spark instead: never an approximation.
 from __future__ import annotations
 
 import decimal
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,12 +76,20 @@ def output_predicate(where: str, output: Sequence[Col]) -> str:
 
 def typed_duckdb(expr: Expr, types: dict[str, SqlType]) -> tuple[str, str]:
     """:func:`to_duckdb` and the Spark type (DDL) of the expression's values."""
+    mentioned = tuple(sorted((c, t) for c, t in types.items() if c in expr.sql))  # a superset of those read
+    return _typed(expr.sql, mentioned)
+
+
+@functools.lru_cache(maxsize=4096)
+def _typed(sql: str, types: tuple[tuple[str, SqlType], ...]) -> tuple[str, str]:
+    """Translated once per process (sqlglot's parse and check were a fifth of a one-row
+    question: every question checks and compiles the same expressions again)."""
     try:
-        tree = sqlglot.parse_one(expr.sql, read="spark")
+        tree = sqlglot.parse_one(sql, read="spark")
     except sqlglot.errors.ParseError as e:
-        raise NotInProcess(f"cannot parse {expr.sql!r}") from e
+        raise NotInProcess(f"cannot parse {sql!r}") from e
     holder = exp.Paren(this=tree)  # the checker rewrites some nodes in place, the top one too
-    found = _Checker(types).type_of(holder)
+    found = _Checker(dict(types)).type_of(holder)
     exact = holder.this.transform(
         lambda n: exp.Cast(this=n.this, to=n.to) if isinstance(n, exp.TryCast) else n
     )

@@ -15,7 +15,13 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from materialization.duck_expressions import NotInProcess, register_functions, spark_type, to_duckdb
+from materialization.duck_expressions import (
+    NotInProcess,
+    register_functions,
+    spark_type,
+    to_duckdb,
+    typed_duckdb,
+)
 from segmenter.operators import Expr
 
 SCHEMA = "i int, b bigint, d decimal(12,2), e decimal(15,4), s string, dt date, f double"
@@ -139,3 +145,15 @@ def test_decimal_division_and_average_round_as_spark_does(spark: SparkSession) -
     assert want == sorted(got.fetchall())
     zero = con.execute(f"SELECT {to_duckdb(Expr('(a / b)'), types)} FROM (SELECT 1.50 AS a, 0.000 AS b)")
     assert zero.fetchall() == [(None,)]  # as Spark without ANSI (a task under ANSI fails instead)
+
+
+def test_a_translation_kept_between_questions_is_one_of_the_same_column_types() -> None:
+    """Translations are kept per process, by the expression and its columns' types: the same
+    text over other types is typed anew (a decimal sum is not an integer's), and a column
+    whose name holds another's is no reason to share."""
+    as_ints = typed_duckdb(Expr("(x + y)"), {"x": "int", "y": "int", "xx": "string"})
+    as_decimals = typed_duckdb(Expr("(x + y)"), {"x": spark_type("decimal(12,2)"), "y": "int"})
+    assert as_ints[1] == "int"
+    assert as_decimals[1] == "decimal(13,2)"
+    with pytest.raises(NotInProcess):  # a column of no known type, after the same text was kept
+        typed_duckdb(Expr("(x + y)"), {"x": "int"})

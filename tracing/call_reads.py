@@ -72,10 +72,13 @@ class Renumbering:
         )
 
     def reads(self, source: dict[str, pa.Table], keys: dict[str, list[str]]) -> Reads:
-        """The source rows (by table) each model call read on its way to each target (their
-        ``ROW_ID``: a call with the same inputs may feed two targets from other rows)."""
+        """The source rows (by table: their key values where the table has a key, else
+        whole) each model call read on its way to each target (their ``ROW_ID``: a call with
+        the same inputs may feed two targets from other rows)."""
         out: Reads = {}
         for table, rows in source.items():
+            if keys.get(table):  # a row is told by its key: Q21's 57 k line items, 4 columns not 17
+                rows = rows.select([*keys[table], ROW_ID])
             ids = rows.column(ROW_ID)
             by_call: dict[CallKey, list[int]] = {}
             for i in pc.unique(ids).drop_null().to_pylist():

@@ -105,7 +105,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     via = {table: _entered(parts, keys[table]) for table, parts in source.items()}
     found = {t: unique_rows(rows.drop_columns([SEGMENT]), keys[t]) for t, rows in via.items()}
     by_row = ByRow(source=found, reasoning=reasoning, via=via).local()
-    answer = renumbering.rooted(by_row, keys).merged(stats)
+    answer = renumbering.rooted(by_row, keys).merged(stats, keys)
     answer.reads = renumbering.reads(by_row.source, keys)  # type: ignore[arg-type]
     answer.routes = routes
     return answer

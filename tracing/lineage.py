@@ -28,6 +28,7 @@ from materialization.compile import ROW_ID
 from reasoning_udfs.explanations import to_shap
 from segmenter.errors import LineageError
 from tracing import views
+from tracing.arrow_rows import to_pylist
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.gc_pause import gc_paused
 
@@ -88,10 +89,11 @@ class ByRow:
             {t: as_arrow(r) for t, r in self.via.items()},
         )
 
-    def merged(self, queries: list[TraceStat]) -> AugmentedLineage:
-        """The answer for all the targets (each row once), keeping these rows apart."""
+    def merged(self, queries: list[TraceStat], keys: dict[str, Sequence[str]]) -> AugmentedLineage:
+        """The answer for all the targets (each row once, told by its table's ``keys``),
+        keeping these rows apart."""
         return AugmentedLineage(
-            source={t: _distinct(r) for t, r in self.source.items()},
+            source={t: _distinct(r, keys.get(t)) for t, r in self.source.items()},
             reasoning=[replace(e, rows=_distinct(e.rows)) for e in self.reasoning],
             queries=queries,
             by_row=self,
@@ -305,7 +307,7 @@ class AugmentedLineage:
             confidence = replace(confidence, rows=mine)
         return replace(
             self,
-            source={t: _distinct(r) for t, r in part.source.items()},
+            source={t: _distinct(r, self.keys.get(t)) for t, r in part.source.items()},
             reasoning=[replace(e, rows=_distinct(e.rows)) for e in part.reasoning],
             targets=part.targets.drop_columns([ROW_ID]),  # type: ignore[union-attr]
             confidence=confidence,
@@ -449,9 +451,11 @@ def _reads_serving(reads: Reads, ids: list[int]) -> Reads:
     return out
 
 
-def _distinct(table: pa.Table) -> pa.Table:
-    """``table`` without ``ROW_ID``, each row once."""
-    return unique_rows(table.drop_columns([ROW_ID]))
+def _distinct(table: pa.Table, key: Sequence[str] | None = None) -> pa.Table:
+    """``table`` without ``ROW_ID``, each row once (rows equal on their table's ``key``, where
+    the rows hold it, are one)."""
+    rows = table.drop_columns([ROW_ID])
+    return unique_rows(rows, key if key and set(key) <= set(rows.column_names) else None)
 
 
 def unique_rows(table: pa.Table, key: Sequence[str] | None = None) -> pa.Table:
@@ -509,9 +513,9 @@ def collect_rows(rows: Rows) -> list[dict[str, Any]]:
     names = table.column_names
     if len(set(names)) == len(names) and all(map(_sortable, table.schema.types)):
         table = table.sort_by([(c, "ascending") for c in names])
-        found = table.to_pylist()
+        found = to_pylist(table)
         return [_plain(r) for r in found] if any(map(_unplain, table.schema.types)) else found
-    return sorted((_plain(r) for r in table.to_pylist()), key=_sort_key)
+    return sorted((_plain(r) for r in to_pylist(table)), key=_sort_key)
 
 
 def _sortable(dtype: pa.DataType) -> bool:

@@ -12,6 +12,7 @@ import hashlib
 import os
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import count
 from typing import Any
 
@@ -127,6 +128,18 @@ def _arrays(table: pa.Table, args: list[str], types: list[str]) -> list[pa.Array
     return [table.column(a).combine_chunks().cast(to_arrow_type(parse_type(t))) for a, t in zip(args, types)]
 
 
+def _by_key(restriction: Restriction | None, leaf: Source) -> Restriction | None:
+    """A source table's restriction on its key alone, where it covers the key and no value
+    of it is NULL: the same rows (a key is unique, checked when the table was registered),
+    one comparison per row in place of one per column (CDA Q9: the comments and an image)."""
+    if restriction is None:
+        return None
+    on = {v: n for v, n in restriction.on.items() if n in leaf.key}
+    if set(on.values()) != set(leaf.key) or not set(on) <= restriction.values.nonnull:
+        return restriction  # a NULL: an outer join's padding, or a key value of its own
+    return replace(restriction, on=on)
+
+
 def _bytes(uri: str) -> int:
     return sum(e.stat().st_size for e in os.scandir(_local(uri)) if e.is_file())
 
@@ -135,7 +148,7 @@ class DuckEngine(DuckPlan):
     name = "in-process"
 
     def __init__(self, restorer: Restorer, root: Segment) -> None:
-        super().__init__(register_functions(duck.connect()), column_types(root), _parquet)
+        super().__init__(duck.cursor("questions", register_functions), column_types(root), _parquet)
         self.restorer = restorer
         self._names = count()
 
@@ -188,7 +201,7 @@ class DuckEngine(DuckPlan):
         if child is not None:  # an input: its model values only (reasons for the calls traced)
             return self.output(child, restriction, reasons=False)
         assert isinstance(leaf, Source)
-        return self._restricted(self.source(leaf), restriction)
+        return self._restricted(self.source(leaf), _by_key(restriction, leaf))
 
     def output(self, seg: Segment, restriction: Restriction | None, reasons: bool = True) -> Rel:
         """``seg``'s output rows, restricted; with ``reasons``, each model call's reason

@@ -1,0 +1,44 @@
+"""Arrow rows as Python dicts, column by column, with the values pyarrow gives.
+
+pyarrow makes each date and decimal on its own, and for an answer of many rows that is
+most of the time spent making them: 0.2 of 0.3 s for CDA Q21's 57 k line items (3 date
+and 4 decimal columns). Dates go through numpy (15× faster) and decimals through their
+text (4×); every other type, and dates beyond Python's years 1-9999 (an error either way),
+through pyarrow.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_DAYS = (-719_162, 2_932_896)  # 0001-01-01 and 9999-12-31, in days since 1970-01-01
+
+
+def to_pylist(table: pa.Table) -> list[dict[str, Any]]:
+    """``table.to_pylist()``, faster where it holds dates or decimals."""
+    names = table.column_names
+    if len(set(names)) < len(names) or table.num_rows == 0:
+        return table.to_pylist()
+    columns = [_values(c) for c in table.columns]
+    return [dict(zip(names, row)) for row in zip(*columns)]
+
+
+def _values(column: pa.ChunkedArray) -> list[Any]:
+    dtype = column.type
+    if pa.types.is_date32(dtype) and _in_range(column):
+        return column.to_numpy().tolist()  # datetime.date, NaT as None
+    if pa.types.is_decimal(dtype):
+        text = pc.cast(column, pa.string()).to_pylist()
+        if column.null_count == 0:
+            return list(map(Decimal, text))
+        return [None if v is None else Decimal(v) for v in text]
+    return column.to_pylist()
+
+
+def _in_range(column: pa.ChunkedArray) -> bool:
+    bounds = pc.min_max(column.cast(pa.int32())).as_py()
+    return bounds["min"] is None or (_DAYS[0] <= bounds["min"] and bounds["max"] <= _DAYS[1])

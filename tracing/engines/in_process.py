@@ -8,6 +8,7 @@ so before a question starts): every file local, every expression on the allow-li
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import uuid
@@ -127,7 +128,14 @@ def _cached(folder: str, shown: str, run: str) -> list[str]:
 
 def _arrays(table: pa.Table, args: list[str], types: list[str]) -> list[pa.Array]:
     """The argument columns as the Arrow arrays Spark would pass a UDF (its types, one chunk)."""
-    return [table.column(a).combine_chunks().cast(to_arrow_type(parse_type(t))) for a, t in zip(args, types)]
+    return [table.column(a).combine_chunks().cast(_arrow_type(t)) for a, t in zip(args, types)]
+
+
+@functools.lru_cache(maxsize=256)
+def _arrow_type(ddl: str) -> pa.DataType:
+    """The Arrow type Spark gives values of the Spark type ``ddl`` (parsed by Spark's JVM:
+    a round trip each, kept per process)."""
+    return to_arrow_type(parse_type(ddl))
 
 
 def _split_in_arrow(table: pa.Table, tag: str, cols: tuple[str, ...]) -> pa.Table | None:
@@ -208,7 +216,7 @@ class DuckEngine(DuckPlan):
         try:
             return pa.table(
                 {
-                    c: pa.array([r.get(c) for r in rows], type=to_arrow_type(parse_type(by_id[c].dtype)))
+                    c: pa.array([r.get(c) for r in rows], type=_arrow_type(by_id[c].dtype))
                     for c in cols
                 }
             )
@@ -403,7 +411,7 @@ class DuckEngine(DuckPlan):
         if with_args.num_rows > MAX_CALLS:
             raise NotInProcess(f"{with_args.num_rows:,} calls of {node.udf} (in process up to {MAX_CALLS:,})")
         values = udf.arrow_function("normal")(*_arrays(with_args, args, types))
-        reasons = pa.nulls(len(values), to_arrow_type(parse_type(udf.reason_type)))
+        reasons = pa.nulls(len(values), _arrow_type(udf.reason_type))
         rows = with_args.select(list(kid.cols))
         table = rows.append_column(node.value.id, values).append_column(node.reason.id, reasons)
         return self._register(table).rows

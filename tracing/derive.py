@@ -26,6 +26,7 @@ from tracing.lineage import (
     TraceStat,
     as_arrow,
     entered_by,
+    for_each,
     unique_rows,
 )
 from tracing.queries import trace_d, trace_non_d
@@ -126,11 +127,7 @@ def _shared(child: Segment, targets: Restriction | None) -> list[int] | None:
 def _for_each(rows: Any, ids: list[int] | None) -> Any:
     """``rows`` (traced once for all of ``ids``) once per id, as its ``ROW_ID`` (in process:
     a per-row answer is read there)."""
-    if ids is None:
-        return rows
-    rows = as_arrow(rows)
-    labelled = (rows.append_column(ROW_ID, pa.array([i] * rows.num_rows, pa.int64())) for i in ids)
-    return pa.concat_tables(labelled)
+    return rows if ids is None else for_each(as_arrow(rows), ROW_ID, ids)
 
 
 def _entered(parts: list[tuple[int, Any]], key: list[str]) -> pa.Table:

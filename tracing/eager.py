@@ -45,6 +45,7 @@ from tracing.lineage import (
     TraceStat,
     call_key,
     entered_by,
+    for_each,
 )
 from tracing.parquet_reader import ParquetReader, local_path, quoted
 
@@ -206,7 +207,7 @@ class EagerIndex:
             for name, info in self.meta["controls"][str(d)].items():
                 started = time.perf_counter()
                 found = self.reader.scan(self._uri(info["dir"]))
-                pairs.setdefault(name, []).append(_serving(found, serves) if numbered else found)
+                pairs.setdefault(name, []).append(for_each(found, LID, serves) if numbered else found)
                 stats.append(
                     self._stat(f"control lineage of segment {d}: {name}", started, 1, name, found.num_rows)
                 )
@@ -341,7 +342,7 @@ class EagerIndex:
         parts = [found]
         for d, serves in controls.items():
             rows = self.reader.scan(uri, None, f"{DIFF} = {int(d)}").drop_columns([LID])
-            parts.append(_serving(rows, serves).select(found.column_names))
+            parts.append(for_each(rows, LID, serves).select(found.column_names))
         return pa.concat_tables(parts)
 
     def _joined(self, r: pa.Table, p: pa.Table, t: pa.Table, on: str) -> pa.Table:
@@ -506,12 +507,6 @@ class EagerIndex:
         keys = pa.table({LID: pa.array(sorted(lids), pa.int64())})
         outputs = self.reader.lookup(self._uri("output"), keys, self._visible, distinct=False)
         return ForwardLineage(what, given, outputs, len(lids), time.perf_counter() - started)
-
-
-def _serving(found: pa.Table, lids: list[int]) -> pa.Table:
-    """Every row of ``found`` once for each of the output rows ``lids`` (with its ``LID``)."""
-    parts = [found.append_column(LID, pa.array([lid] * found.num_rows, pa.int64())) for lid in lids]
-    return pa.concat_tables(parts)
 
 
 def _call_columns(fn: Function) -> list[tuple[str, str]]:

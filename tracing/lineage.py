@@ -426,7 +426,14 @@ _MISSING = object()
 
 def entered_by(rows: pa.Table, segment: int) -> pa.Table:
     """``rows`` of one table with the ``SEGMENT`` that read them (a per-row answer's via)."""
-    return rows.append_column(SEGMENT, pa.array([segment] * rows.num_rows, pa.int64()))
+    return for_each(rows, SEGMENT, [segment])
+
+
+def for_each(rows: pa.Table, column: str, ids: Sequence[int]) -> pa.Table:
+    """``rows`` once for each of ``ids``, with the id in ``column`` (rows found once that
+    serve every one of several targets)."""
+    labelled = (rows.append_column(column, pa.array([i] * rows.num_rows, pa.int64())) for i in ids)
+    return pa.concat_tables(labelled)
 
 
 def as_arrow(rows: Rows) -> pa.Table:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,6 +33,9 @@ from tracing.lineage import (
 )
 from tracing.queries import trace_d, trace_non_d
 
+_AT = "__at"  # a row's place in its table's distinct rows
+Part = tuple[int, Any, list[int] | None]  # a table's rows read by a segment: its id, the rows, shared ids
+
 
 def derive(root: Segment, targets: Restriction | None, engine: Engine) -> AugmentedLineage:
     """Augmented lineage of ``targets`` (rows of the root segment's output; None = all);
@@ -38,7 +43,9 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     # each entry: a segment, its targets, and the target ids every row of it serves where it
     # is traced once for all of them (a difference's subtrahend: see _shared)
     queue: deque[tuple[Segment, Restriction | None, list[int] | None]] = deque([(root, targets, None)])
-    source: dict[str, list[tuple[int, Any]]] = {}  # per table: (the segment that read them, rows)
+    # per table: the segment that read them, the rows, and the target ids they all serve where
+    # they were traced once for several (see _shared)
+    source: dict[str, list[Part]] = {}
     keys: dict[str, list[str]] = {}  # per table: its key's columns (a row's identity)
     reasoning: list[ReasoningRows] = []
     stats: list[TraceStat] = []
@@ -85,7 +92,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 assert isinstance(leaf, Source)
                 rows = engine.named(part.rows.rows, leaf.cols, distinct=False)
                 keys[leaf.table] = list(leaf.key_names)
-                source.setdefault(leaf.table, []).append((seg.id, _for_each(rows, shared)))
+                source.setdefault(leaf.table, []).append((seg.id, rows, shared))
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
                 queue.append((part.child, part.rows.restricting(ids, True, numbered), shared))
@@ -101,13 +108,17 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
         )
     routes = root.routes()
     if targets is None or not targets.numbered:
-        found = {table: engine.union_distinct([rows for _, rows in parts]) for table, parts in source.items()}
+        found = {t: engine.union_distinct([rows for _, rows, _ in parts]) for t, parts in source.items()}
         return AugmentedLineage(source=found, reasoning=reasoning, queries=stats, routes=routes)
-    via = {table: _entered(parts, keys[table]) for table, parts in source.items()}
+    wide = {table: _once(parts, keys[table]) for table, parts in source.items()}
+    narrow = {t: _narrow_key(rows, keys[t]) for t, rows in wide.items()}
+    via = {table: _entered(parts, keys[table], narrow[table]) for table, parts in source.items()}
     found = {t: unique_rows(rows.drop_columns([SEGMENT]), keys[t]) for t, rows in via.items()}
     by_row = ByRow(source=found, reasoning=reasoning, via=via).local()
-    answer = renumbering.rooted(by_row, keys).merged(stats, keys)
-    answer.reads = renumbering.reads(by_row.source, keys)  # type: ignore[arg-type]
+    reads = renumbering.reads(by_row.source, keys)  # type: ignore[arg-type]
+    rooted = _widened(renumbering.rooted(by_row, keys), wide, narrow)
+    answer = rooted.merged(stats, keys)
+    answer.reads = reads
     answer.routes = routes
     return answer
 
@@ -124,14 +135,56 @@ def _shared(child: Segment, targets: Restriction | None) -> list[int] | None:
     return pc.unique(targets.local.column(ROW_ID)).to_pylist()
 
 
-def _for_each(rows: Any, ids: list[int] | None) -> Any:
-    """``rows`` (traced once for all of ``ids``) once per id, as its ``ROW_ID`` (in process:
-    a per-row answer is read there)."""
-    return rows if ids is None else for_each(as_arrow(rows), ROW_ID, ids)
+def _once(parts: list[Part], key: list[str]) -> pa.Table:
+    """A table's rows in the answer, each once (told by its ``key``), without the ids."""
+    tables = [as_arrow(rows) for _, rows, _ in parts]
+    rows = pa.concat_tables([t.drop_columns([ROW_ID]) if ROW_ID in t.column_names else t for t in tables])
+    return unique_rows(rows, key)
 
 
-def _entered(parts: list[tuple[int, Any]], key: list[str]) -> pa.Table:
-    """A table's rows in a per-row answer, each with the segment it entered by."""
-    tables = [entered_by(as_arrow(rows), seg) for seg, rows in parts]
+def _narrow_key(rows: pa.Table, key: list[str]) -> list[str] | None:
+    """The key by which a table's rows are carried through the per-row bookkeeping and
+    joined back to their other columns at the end (Q21: 0.7 M labelled rows of 17 columns,
+    the comments among them, became 0.7 M of 4 integers); None where a key value is NULL (an
+    outer join's padding, which a join would not find again)."""
+    if not key or any(rows.column(c).null_count for c in key):
+        return None
+    return key
+
+
+def _entered(parts: list[Part], key: list[str], narrow: list[str] | None) -> pa.Table:
+    """A table's rows in a per-row answer, each with the target it serves and the segment it
+    entered by (only their ``narrow`` key's columns, where given)."""
+    tables = []
+    for seg, rows, ids in parts:
+        table = as_arrow(rows)
+        if narrow:
+            table = table.select([*narrow, *(c for c in table.column_names if c == ROW_ID)])
+        if ids is not None:  # traced once for all of ``ids``: once per id
+            table = for_each(table, ROW_ID, ids)
+        tables.append(entered_by(table, seg))
     rows = pa.concat_tables(tables, promote_options="default")  # ROW_ID nullable or not
     return unique_rows(rows, key)
+
+
+def _widened(by_row: ByRow, wide: dict[str, pa.Table], narrow: dict[str, list[str] | None]) -> ByRow:
+    """``by_row`` with each table's rows, carried by their key, given their other columns."""
+
+    def widen(table: str, rows: pa.Table) -> pa.Table:
+        key = narrow[table]
+        if not key:
+            return rows
+        full = wide[table]
+        at = full.select(key).append_column(_AT, pa.array(np.arange(full.num_rows, dtype=np.int64)))
+        joined = rows.join(at, key, join_type="inner", use_threads=False)  # nested columns cannot ride a join
+        widened = full.take(joined.column(_AT))
+        for name in rows.column_names:
+            if name not in key:
+                widened = widened.append_column(name, joined.column(name))
+        return widened
+
+    return replace(
+        by_row,
+        source={t: widen(t, r) for t, r in by_row.source.items()},
+        via={t: widen(t, r) for t, r in by_row.via.items()},
+    )

@@ -20,6 +20,7 @@ from segmenter.operators import (
     from_dict,
     to_dict,
 )
+from segmenter.row_keys import row_key
 from segmenter.segments import nested_keys, render_segments, segment
 
 
@@ -67,6 +68,18 @@ CLIENT, DEBT, LOAN = (
     table("debt", "id", "debt"),
     table("loan", "id", "amount"),
 )
+
+
+def test_row_keys_pass_up_only_through_operators_that_keep_a_row_one_row() -> None:
+    r, s = table("R", "a", "b"), table("S", "c", "d")
+    assert row_key(phi(sigma(r))) == ("R_a",)
+    assert row_key(join(sigma(r), pi(s, "c", "d"))) == ("R_a", "S_c")
+    assert row_key(Join((r, s), (), semi=True)) == ("R_a",)
+    renamed = Col("a2", "a2", "int")
+    assert row_key(Projection(r, ((renamed, column_expr(r.columns[0])),))) == ("a2",)
+    assert row_key(pi(r, "b")) is None  # the key projected away
+    assert row_key(join(r, alpha(s, "d"))) is None
+    assert row_key(union(r, r)) is None  # a row may come by both branches
 
 
 def test_example_10_two_non_d_segments() -> None:

@@ -74,9 +74,10 @@ class Engine(Protocol):
     def with_keys(self, rel: Any, keys: Sequence[tuple[Col, Expr]]) -> Any:
         """``rel`` with the grouping keys evaluated as columns."""
 
-    def semi(self, rel: Any, restriction: Restriction) -> Any:
+    def semi(self, rel: Any, restriction: Restriction, key: tuple[str, ...] | None = None) -> Any:
         """``rel`` ⋉ the restriction's values, null-safely; numbered values: each kept row
-        once per target it serves, with that target's ``ROW_ID``."""
+        once per target it serves, with that target's ``ROW_ID``. ``key``: columns that
+        tell ``rel``'s rows apart, which an engine may compare alone (the same rows)."""
 
     def numbered(self, targets: Settled) -> Settled:
         """The targets, each with its own ``ROW_ID`` (0, 1, …)."""

@@ -47,6 +47,7 @@ from segmenter.operators import (
     Node,
     Source,
 )
+from segmenter.row_keys import row_key
 from segmenter.segments import Segment
 from tracing.engines import PARENT, Settled, renumber
 from tracing.parquet_reader import local_path
@@ -154,14 +155,15 @@ def _split_in_arrow(table: pa.Table, tag: str, cols: tuple[str, ...]) -> pa.Tabl
     return rows.group_by(names, use_threads=False).aggregate([]).select(names)
 
 
-def _by_key(restriction: Restriction | None, leaf: Source) -> Restriction | None:
-    """A source table's restriction on its key alone, where it covers the key and no value
-    of it is NULL: the same rows (a key is unique, checked when the table was registered),
-    one comparison per row in place of one per column (CDA Q9: the comments and an image)."""
-    if restriction is None:
-        return None
-    on = {v: n for v, n in restriction.on.items() if n in leaf.key}
-    if set(on.values()) != set(leaf.key) or not set(on) <= restriction.values.nonnull:
+def _by_key(restriction: Restriction | None, key: tuple[str, ...] | None) -> Restriction | None:
+    """A restriction on the ``key`` of the rows it restricts alone, where it covers the key
+    and no value of it is NULL: the same rows (a source's key is unique, checked when the
+    table was registered; :func:`row_key` carries it up), one comparison per row in place of
+    one per column (CDA Q9: the comments and an image)."""
+    if restriction is None or not key:
+        return restriction
+    on = {v: n for v, n in restriction.on.items() if n in key}
+    if set(on.values()) != set(key) or not set(on) <= restriction.values.nonnull:
         return restriction  # a NULL: an outer join's padding, or a key value of its own
     return replace(restriction, on=on)
 
@@ -228,7 +230,7 @@ class DuckEngine(DuckPlan):
         if child is not None:  # an input: its model values only (reasons for the calls traced)
             return self.output(child, restriction, reasons=False)
         assert isinstance(leaf, Source)
-        return self._restricted(self.source(leaf), _by_key(restriction, leaf))
+        return self._restricted(self.source(leaf), _by_key(restriction, leaf.key))
 
     def output(self, seg: Segment, restriction: Restriction | None, reasons: bool = True) -> Rel:
         """``seg``'s output rows, restricted; with ``reasons``, each model call's reason
@@ -247,7 +249,7 @@ class DuckEngine(DuckPlan):
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}
             rel = self.compile(seg.top, inputs, tagged=False)
-        rel = self._restricted(rel, restriction)
+        rel = self._restricted(rel, _by_key(restriction, row_key(seg.top)))
         return self.reasoned(seg, rel) if reasons else rel
 
     def reasoned(self, seg: Segment, rows: Rel) -> Rel:
@@ -265,7 +267,8 @@ class DuckEngine(DuckPlan):
         sql = f"SELECT x.*, y.{q(ROW_ID)} FROM ({rel.sql}) x JOIN ({probes.rows.sql}) y ON {cond}"
         return Rel(sql, (*rel.cols, ROW_ID))
 
-    def semi(self, rel: Rel, restriction: Restriction) -> Rel:
+    def semi(self, rel: Rel, restriction: Restriction, key: tuple[str, ...] | None = None) -> Rel:
+        restriction = _by_key(restriction, key)  # type: ignore[assignment]
         if not restriction.numbered:
             return self._restricted(rel, restriction)
         values: Rel = restriction.values

@@ -73,8 +73,8 @@ class SparkEngine:
     def with_keys(self, rel: DataFrame, keys: Sequence[tuple[Col, Expr]]) -> DataFrame:
         return rel.withColumns({c.id: F.expr(e.sql) for c, e in keys})
 
-    def semi(self, rel: DataFrame, restriction: Restriction) -> DataFrame:
-        return restriction.attach(rel)
+    def semi(self, rel: DataFrame, restriction: Restriction, key: tuple[str, ...] | None = None) -> DataFrame:
+        return restriction.attach(rel)  # Spark does not track which values are NULL: every column
 
     def numbered(self, targets: Settled) -> Settled:
         df: DataFrame = targets.rows

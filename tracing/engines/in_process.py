@@ -280,6 +280,9 @@ class DuckEngine(DuckPlan):
         return Rel(sql, (*rel.cols, ROW_ID))
 
     def numbered(self, targets: Settled) -> Settled:
+        if targets.local is not None:  # held here: numbered in Arrow, not by a query
+            ids = pa.array(range(targets.local.num_rows), pa.int64())
+            return self._register(targets.local.append_column(ROW_ID, ids))
         rel: Rel = targets.rows
         sql = f"SELECT *, CAST(row_number() OVER () - 1 AS BIGINT) AS {q(ROW_ID)} FROM ({rel.sql})"
         return self.settle(Rel(sql, (*rel.cols, ROW_ID)))
@@ -337,22 +340,27 @@ class DuckEngine(DuckPlan):
         return self.settle(rel).rows
 
     def _reasons(self, fn: Function, keyed: Rel, args: list[str], types: list[str]) -> Rel:
-        """(arguments, __reason) of the distinct calls among ``keyed``'s rows."""
+        """(arguments, __reason) of the distinct calls among ``keyed``'s rows: looked up in
+        the run's cache in one query (the calls, those found and those not: 3 queries a
+        model segment before, 2-5 ms each), the rest computed now and cached."""
         picked = ", ".join(map(q, args))
-        calls = self.settle(
-            Rel(f"SELECT DISTINCT {picked}, {q(fn.value.id)} AS __value FROM ({keyed.sql})", ())
-        )
-        on = " AND ".join(f"c.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
+        calls = f"SELECT DISTINCT {picked}, {q(fn.value.id)} AS __value FROM ({keyed.sql})"
         folder = local_path(self._in_run(f"reasons/{fn.value.id}")) or ""
-        parts, missing = [], calls.rows
+        parts = []
         run_id = self.restorer.run_dir.rsplit("/", 1)[-1]
         cached = _cached(folder, f"runs/{run_id}/reasons/{fn.value.id}", run_id)
         if cached:
             cache = "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in cached) + "])"
-            hits = f"SELECT DISTINCT k.* FROM {cache} k SEMI JOIN ({calls.rows.sql}) c ON {on}"
-            parts.append(self.settle(Rel(hits, ())).rows.sql)
-            missing = Rel(f"SELECT c.* FROM ({calls.rows.sql}) c ANTI JOIN {cache} k ON {on}", ())
-        todo: pa.Table = self.settle(missing).local
+            on = " AND ".join(f"c.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
+            found = f"(SELECT DISTINCT *, TRUE AS __found FROM {cache}) k"
+            looked = self.settle(
+                Rel(f"SELECT c.*, k.__reason, k.__found FROM ({calls}) c LEFT JOIN {found} ON {on}", ())
+            ).local
+            hit = pc.fill_null(looked.column("__found"), False)
+            parts.append(self._register(looked.filter(hit).select([*args, "__reason"])).rows.sql)
+            todo = looked.filter(pc.invert(hit)).select([*args, "__value"])
+        else:
+            todo = self.settle(Rel(calls, ())).local
         if todo.num_rows:
             made = lookup(fn.udf).arrow_function("reasoning")(*_arrays(todo, args, types))
             if made.field("value").to_pylist() != todo.column("__value").to_pylist():

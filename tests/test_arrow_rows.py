@@ -22,6 +22,9 @@ def test_rows_are_pyarrows_value_for_value() -> None:
             "w": pa.array([Decimal("1E-20"), Decimal("0"), Decimal("-1"), None], pa.decimal256(50, 20)),
             "s": ["a", None, "", "ü"],
             "n": pa.array([[1], None, [], [2, 3]], pa.list_(pa.int64())),
+            "i": pa.array([-(2**63), 0, 2**63 - 1, 7], pa.int64()),
+            "u": pa.array([0, 2**64 - 1, 1, 2], pa.uint64()),
+            "b": pa.array([-128, None, 127, 0], pa.int8()),
         }
     )
     for rows in (table, pa.concat_tables([table.slice(0, 1), table.slice(1)])):  # one chunk, several

@@ -2,9 +2,9 @@
 
 pyarrow makes each date and decimal on its own, and for an answer of many rows that is
 most of the time spent making them: 0.2 of 0.3 s for CDA Q21's 57 k line items (3 date
-and 4 decimal columns). Dates go through numpy (15× faster) and decimals through their
-text (4×); every other type, and dates beyond Python's years 1-9999 (an error either way),
-through pyarrow.
+and 4 decimal columns). Dates go through numpy (15× faster), decimals through their text
+(4×) and integers without NULLs through numpy (3×); every other type, and dates beyond
+Python's years 1-9999 (an error either way), through pyarrow.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def _values(column: pa.ChunkedArray) -> list[Any]:
     dtype = column.type
     if pa.types.is_date32(dtype) and _in_range(column):
         return column.to_numpy().tolist()  # datetime.date, NaT as None
+    if pa.types.is_integer(dtype) and column.null_count == 0:
+        return column.to_numpy().tolist()  # 3× pyarrow's: the ids every call read are integers
     if pa.types.is_decimal(dtype):
         text = pc.cast(column, pa.string()).to_pylist()
         if column.null_count == 0:

@@ -214,8 +214,9 @@ class AugmentedLineage:
                 by_key.setdefault(_row_key(r), (r, []))[1].append(seg)
             found = list(by_key.values())
         entered = [tuple(sorted(set(segs))) for _, segs in found]
-        routes = {e: sorted({self.routes.get(s, (s,)) for s in e}) for e in set(entered)}  # rows share them
-        return [{"row": r, "paths": [list(p) for p in routes[e]]} for (r, _), e in zip(found, entered)]
+        # rows that came by the same segments share one list of paths (read, not changed)
+        paths = {e: [list(p) for p in sorted({self.routes.get(s, (s,)) for s in e})] for e in set(entered)}
+        return [{"row": r, "paths": paths[e]} for (r, _), e in zip(found, entered)]
 
     def path_notes(self, table: str) -> Callable[[dict[str, Any]], str]:
         """``0 → 2`` (its paths) for each row of ``table``, where its rows came by more than

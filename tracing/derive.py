@@ -10,7 +10,6 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,6 +20,7 @@ from segmenter.segments import Segment
 from tracing.call_reads import Renumbering
 from tracing.engines import Engine
 from tracing.lineage import (
+    PLACE,
     SEGMENT,
     AugmentedLineage,
     ByRow,
@@ -29,11 +29,11 @@ from tracing.lineage import (
     as_arrow,
     entered_by,
     for_each,
+    placed,
     unique_rows,
 )
 from tracing.queries import trace_d, trace_non_d
 
-_AT = "__at"  # a row's place in its table's distinct rows
 Part = tuple[int, Any, list[int] | None]  # a table's rows read by a segment: its id, the rows, shared ids
 
 
@@ -175,9 +175,8 @@ def _widened(by_row: ByRow, wide: dict[str, pa.Table], narrow: dict[str, list[st
         if not key:
             return rows
         full = wide[table]
-        at = full.select(key).append_column(_AT, pa.array(np.arange(full.num_rows, dtype=np.int64)))
-        joined = rows.join(at, key, join_type="inner", use_threads=False)  # nested columns cannot ride a join
-        widened = full.take(joined.column(_AT))
+        joined = placed(rows, full, key)
+        widened = full.take(joined.column(PLACE))
         for name in rows.column_names:
             if name not in key:
                 widened = widened.append_column(name, joined.column(name))

@@ -158,7 +158,7 @@ class AugmentedLineage:
     @gc_paused()
     def _reasoning_rows(self, udf: str | None) -> list[dict[str, Any]]:
         out = []
-        ids: dict[str, _Ids | None] = {}  # per table: every call's ids, made once
+        shared: dict[str, _Ids | None] = {}  # per table: every call's ids, made once
         for entry in self.reasoning:
             if udf is not None and entry.udf != udf:
                 continue
@@ -171,12 +171,14 @@ class AugmentedLineage:
                         "inputs": inputs,
                         "value": r[entry.value],
                         "reason": r[entry.reason],
-                        "reads": self._read_by(call_key(entry.segment, entry.udf, inputs), ids),
+                        "reads": self._read_by(call_key(entry.segment, entry.udf, inputs), shared),
                     }
                 )
         return out
 
-    def _read_by(self, call: CallKey, ids: dict[str, _Ids | None]) -> dict[str, list[dict[str, Any]]] | None:
+    def _read_by(
+        self, call: CallKey, shared: dict[str, _Ids | None]
+    ) -> dict[str, list[dict[str, Any]]] | None:
         """The ids (key values) of the source rows a call read, by table; None where the
         answer does not know (eager and compressed runs, answers over many rows)."""
         if call not in self.reads:
@@ -185,10 +187,11 @@ class AugmentedLineage:
         for table, rows in sorted(self.reads[call].items()):
             key = self.keys.get(table) or [c for c in rows.column_names if c != ROW_ID]
             mine = unique_rows(rows.select(list(key)))
-            if table not in ids:
-                ids[table] = _Ids.of([r[table].select(list(key)) for r in self.reads.values() if table in r])
-            every = ids[table]
-            found[table] = every.among(mine) if every is not None and _joinable(mine) else collect_rows(mine)
+            if table not in shared:
+                every = [r[table].select(list(key)) for r in self.reads.values() if table in r]
+                shared[table] = _Ids.of(every)
+            ids = shared[table]
+            found[table] = ids.among(mine) if ids is not None and _joinable(mine) else collect_rows(mine)
         return found
 
     @gc_paused()
@@ -538,7 +541,7 @@ class _Ids:
     same 57 k line items; a dict per id and call was 0.1 s of its answer). Shared: the
     answer's dicts are read, not changed."""
 
-    table: pa.Table  # sorted, with each row's place
+    table: pa.Table  # sorted as collect_rows sorts
     dicts: list[dict[str, Any]]
 
     @staticmethod
@@ -547,16 +550,24 @@ class _Ids:
         if not _joinable(every):
             return None
         every = every.sort_by([(c, "ascending") for c in every.column_names])
-        at = pa.array(np.arange(every.num_rows, dtype=np.int64))
-        return _Ids(every.append_column(_AT, at), collect_rows(every))
+        return _Ids(every, collect_rows(every))
 
     def among(self, mine: pa.Table) -> list[dict[str, Any]]:
         """The dicts of ``mine``'s ids (some of these), in the same order."""
-        places = mine.join(self.table, mine.column_names, join_type="inner", use_threads=False)
-        return [self.dicts[i] for i in np.sort(places.column(_AT).to_numpy()).tolist()]
+        places = placed(mine, self.table, mine.column_names).column(PLACE)
+        return [self.dicts[i] for i in np.sort(places.to_numpy()).tolist()]
 
 
-_AT = "__at"
+PLACE = "__place"
+
+
+def placed(rows: pa.Table, table: pa.Table, on: Sequence[str]) -> pa.Table:
+    """``rows`` with the ``PLACE`` (row number) of the row of ``table`` they equal on the
+    columns ``on`` (a key of ``table``): found by an Arrow join on those columns alone,
+    since a nested column cannot ride one."""
+    places = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    keyed = table.select(list(on)).append_column(PLACE, places)
+    return rows.join(keyed, list(on), join_type="inner", use_threads=False)
 
 
 def _joinable(table: pa.Table) -> bool:

@@ -110,6 +110,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     if targets is None or not targets.numbered:
         found = {t: engine.union_distinct([rows for _, rows, _ in parts]) for t, parts in source.items()}
         return AugmentedLineage(source=found, reasoning=reasoning, queries=stats, routes=routes)
+    source = {t: [(seg, as_arrow(rows), ids) for seg, rows, ids in parts] for t, parts in source.items()}
     wide = {table: _once(parts, keys[table]) for table, parts in source.items()}
     narrow = {t: _narrow_key(rows, keys[t]) for t, rows in wide.items()}
     via = {table: _entered(parts, keys[table], narrow[table]) for table, parts in source.items()}
@@ -137,9 +138,8 @@ def _shared(child: Segment, targets: Restriction | None) -> list[int] | None:
 
 def _once(parts: list[Part], key: list[str]) -> pa.Table:
     """A table's rows in the answer, each once (told by its ``key``), without the ids."""
-    tables = [as_arrow(rows) for _, rows, _ in parts]
-    rows = pa.concat_tables([t.drop_columns([ROW_ID]) if ROW_ID in t.column_names else t for t in tables])
-    return unique_rows(rows, key)
+    tables = [t.drop_columns([ROW_ID]) if ROW_ID in t.column_names else t for _, t, _ in parts]
+    return unique_rows(pa.concat_tables(tables, promote_options="default"), key)  # nullable or not
 
 
 def _narrow_key(rows: pa.Table, key: list[str]) -> list[str] | None:
@@ -156,8 +156,7 @@ def _entered(parts: list[Part], key: list[str], narrow: list[str] | None) -> pa.
     """A table's rows in a per-row answer, each with the target it serves and the segment it
     entered by (only their ``narrow`` key's columns, where given)."""
     tables = []
-    for seg, rows, ids in parts:
-        table = as_arrow(rows)
+    for seg, table, ids in parts:
         if narrow:
             table = table.select([*narrow, *(c for c in table.column_names if c == ROW_ID)])
         if ids is not None:  # traced once for all of ``ids``: once per id

@@ -29,6 +29,7 @@ from tracing.lineage import (
     as_arrow,
     entered_by,
     for_each,
+    joinable,
     placed,
     unique_rows,
 )
@@ -145,11 +146,10 @@ def _once(parts: list[Part], key: list[str]) -> pa.Table:
 def _narrow_key(rows: pa.Table, key: list[str]) -> list[str] | None:
     """The key by which a table's rows are carried through the per-row bookkeeping and
     joined back to their other columns at the end (Q21: 0.7 M labelled rows of 17 columns,
-    the comments among them, became 0.7 M of 4 integers); None where a key value is NULL (an
-    outer join's padding, which a join would not find again)."""
-    if not key or any(rows.column(c).null_count for c in key):
-        return None
-    return key
+    the comments among them, became 0.7 M of 4 integers); None where a join on it would not
+    find every row again (:func:`joinable`: a NULL, an outer join's padding; a floating or
+    nested key)."""
+    return key if key and joinable(rows.select(key)) else None
 
 
 def _entered(parts: list[Part], key: list[str], narrow: list[str] | None) -> pa.Table:

@@ -191,7 +191,7 @@ class AugmentedLineage:
                 every = [r[table].select(list(key)) for r in self.reads.values() if table in r]
                 shared[table] = _Ids.of(every)
             ids = shared[table]
-            found[table] = ids.among(mine) if ids is not None and _joinable(mine) else collect_rows(mine)
+            found[table] = ids.among(mine) if ids is not None else collect_rows(mine)  # mine: some of them
         return found
 
     @gc_paused()
@@ -547,7 +547,7 @@ class _Ids:
     @staticmethod
     def of(tables: list[pa.Table]) -> _Ids | None:
         every = unique_rows(pa.concat_tables(tables, promote_options="default"))
-        if not _joinable(every):
+        if not joinable(every):
             return None
         every = every.sort_by([(c, "ascending") for c in every.column_names])
         return _Ids(every, collect_rows(every))
@@ -570,7 +570,7 @@ def placed(rows: pa.Table, table: pa.Table, on: Sequence[str]) -> pa.Table:
     return rows.join(keyed, list(on), join_type="inner", use_threads=False)
 
 
-def _joinable(table: pa.Table) -> bool:
+def joinable(table: pa.Table) -> bool:
     """Whether Arrow can find ``table``'s rows by joining on all of its columns: sortable
     types but floating point (NaN), and no NULL (a join matches none)."""
     types = table.schema.types

@@ -310,6 +310,12 @@ class Run:
         return f"{self.dir}/{self.record['output']['dir']}"
 
     @cached_property
+    def _restorer(self) -> Restorer:
+        """Reads the run's stored segments; made once, as it works out which segments share
+        files (5 ms of CDA Q9's 110 ms question)."""
+        return Restorer(self.session.spark, self.dir, self.record["stored"], self.root)
+
+    @cached_property
     def _stored_output(self) -> DataFrame:
         """The root's rows by column id (an eager run stores lineage columns beside them)."""
         cols = self.task.root.columns
@@ -569,7 +575,7 @@ class Run:
         self, where: str | None, rows: Any, sample: int | None, seed: int, engine: str
     ) -> AugmentedLineage:
         complete = self.record["mode"] == "reasoning"
-        restorer = Restorer(self.session.spark, self.dir, self.record["stored"], self.root)
+        restorer = self._restorer
         tracer = choose_engine(self.root, restorer, complete, engine)
         chosen, df = self._targets(tracer, where, rows, sample, seed)
         if chosen.count == 0:

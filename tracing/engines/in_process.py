@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -55,6 +56,7 @@ from tracing.parquet_reader import local_path
 MAX_BYTES = int(os.environ.get("AL_IN_PROCESS_BYTES", str(4 << 30)))  # larger inputs: Spark
 MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
 ARROW_SPLIT_ROWS = 1_000  # rows up to which a tag is split in Arrow, not by a query
+_HELD = re.compile(r"__settled_\d+")  # the names of rows held in process (DuckEngine._register)
 
 
 def _local(uri: str) -> str:
@@ -180,6 +182,7 @@ class DuckEngine(DuckPlan):
         self.restorer = restorer
         self._names = count()
         self._held: dict[str, Settled] = {}  # registered rows, by the SQL that reads them
+        self._unregistered: dict[str, pa.Table] = {}  # held, not yet read by a query
 
     # --- the engine's steps ---------------------------------------------------------------------
     def targets(self, df: DataFrame, local: pa.Table) -> Rel:
@@ -206,7 +209,7 @@ class DuckEngine(DuckPlan):
             given = self._register(self._given(rows, {c.id: c for c in output})).rows
             on = " AND ".join(f"x.{q(c)} IS NOT DISTINCT FROM g.{q(c)}" for c in given.cols)
             missing = f"SELECT 1 FROM ({given.sql}) g ANTI JOIN ({rel.sql}) x ON {on}"
-            if self.con.execute(missing).fetchone() is not None:
+            if self.con.execute(self._ready(missing)).fetchone() is not None:
                 raise NotInProcess("a given row is not in the output")  # Spark names it
             rel = Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({given.sql}) g ON {on}", rel.cols)
         return self.settle(rel)
@@ -295,7 +298,7 @@ class DuckEngine(DuckPlan):
         held = self._held.get(rel.sql)
         if held is not None:  # settled already: not evaluated again
             return held
-        return self._register(self.con.sql(rel.sql).to_arrow_table())
+        return self._register(self.con.sql(self._ready(rel.sql)).to_arrow_table())
 
     def split(self, settled: Settled, tag: str) -> Settled:
         if settled.local is not None:
@@ -315,67 +318,63 @@ class DuckEngine(DuckPlan):
             return held.local.select(ids).rename_columns([*(c.name for c in cols), *ids[len(cols) :]])
         kept = [q(ROW_ID)] * (ROW_ID in rel.cols)
         picked = ", ".join([*(f"{q(c.id)} AS {q(c.name)}" for c in cols), *kept])
-        return self.con.sql(
-            f"SELECT {'DISTINCT ' if distinct else ''}{picked} FROM ({rel.sql})"
-        ).to_arrow_table()
+        distinctly = "DISTINCT " * distinct
+        return self.con.sql(self._ready(f"SELECT {distinctly}{picked} FROM ({rel.sql})")).to_arrow_table()
 
     def union_distinct(self, rels: list[pa.Table]) -> pa.Table:
         if len(rels) == 1:
             return rels[0]
         names = [self._register(t).rows.sql for t in rels]
-        return self.con.sql(" UNION ".join(f"({s})" for s in names)).to_arrow_table()
+        return self.con.sql(self._ready(" UNION ".join(f"({s})" for s in names))).to_arrow_table()
 
     # --- reasons computed at question time --------------------------------------------------------
     def _with_reasons(self, seg: Segment, rel: Rel) -> Rel:
         """The stored rows of ``seg`` (model values, no reasons) with the reason of every call
         among them: from the run's cache, else computed now and cached."""
         for fn in seg.functions:
-            keyed, args, types = self._with_args(fn, rel)
-            reasons = self._reasons(fn, keyed, args, types)
-            on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
-            kept = ", ".join(f"x.{q(c)}" for c in rel.cols if c != fn.reason.id)
-            joined = f"({keyed.sql}) x LEFT JOIN ({reasons.sql}) k ON {on}"
-            sql = f"SELECT {kept}, k.__reason AS {q(fn.reason.id)} FROM {joined}"
-            rel = Rel(f"SELECT {', '.join(map(q, rel.cols))} FROM ({sql})", rel.cols)
-        return self.settle(rel).rows
+            rel = self._reasoned_by(fn, rel)
+        return rel
 
-    def _reasons(self, fn: Function, keyed: Rel, args: list[str], types: list[str]) -> Rel:
-        """(arguments, __reason) of the distinct calls among ``keyed``'s rows: looked up in
-        the run's cache in one query (the calls, those found and those not: 3 queries a
-        model segment before, 2-5 ms each), the rest computed now and cached."""
-        picked = ", ".join(map(q, args))
-        calls = f"SELECT DISTINCT {picked}, {q(fn.value.id)} AS __value FROM ({keyed.sql})"
+    def _reasoned_by(self, fn: Function, rel: Rel) -> Rel:
+        """``rel``'s rows with the reasons of ``fn``'s calls: each row looked up in the run's
+        cache in one query (the calls, those cached and those not, and the rows given their
+        reasons were four queries, 2-7 ms each); the calls not cached computed now, cached,
+        and given to their rows by a second query."""
+        keyed, args, types = self._with_args(fn, rel)
+        reason = q(fn.reason.id)
+        kept = [c for c in rel.cols if c != fn.reason.id]
+        picked = ", ".join(f"x.{q(c)}" for c in [*kept, *args])
         folder = local_path(self._in_run(f"reasons/{fn.value.id}")) or ""
-        parts = []
         run_id = self.restorer.run_dir.rsplit("/", 1)[-1]
         cached = _cached(folder, f"runs/{run_id}/reasons/{fn.value.id}", run_id)
         if cached:
             cache = "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in cached) + "])"
-            on = " AND ".join(f"c.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
+            on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
             found = f"(SELECT DISTINCT *, TRUE AS __found FROM {cache}) k"
-            looked = self.settle(
-                Rel(f"SELECT c.*, k.__reason, k.__found FROM ({calls}) c LEFT JOIN {found} ON {on}", ())
-            ).local
-            hit = pc.fill_null(looked.column("__found"), False)
-            parts.append(self._register(looked.filter(hit).select([*args, "__reason"])).rows.sql)
-            todo = looked.filter(pc.invert(hit)).select([*args, "__value"])
+            joined = f"({keyed.sql}) x LEFT JOIN {found} ON {on}"
+            sql = f"SELECT {picked}, k.__reason AS {reason}, k.__found FROM {joined}"
         else:
-            todo = self.settle(Rel(calls, ())).local
-        if todo.num_rows:
+            sql = f"SELECT {picked}, NULL AS {reason}, NULL::BOOLEAN AS __found FROM ({keyed.sql}) x"
+        looked = self.settle(Rel(sql, ())).local
+        hit = pc.fill_null(looked.column("__found"), False)
+        if not pc.all(hit).as_py():
+            missed = self._register(looked.filter(pc.invert(hit))).rows
+            calls = ", ".join(map(q, [*args, fn.value.id]))
+            todo = self.settle(Rel(f"SELECT DISTINCT {calls} FROM ({missed.sql})", ())).local
             made = lookup(fn.udf).arrow_function("reasoning")(*_arrays(todo, args, types))
-            if made.field("value").to_pylist() != todo.column("__value").to_pylist():
+            if made.field("value").to_pylist() != todo.column(fn.value.id).to_pylist():
                 raise LineageError(
                     f"UDF {fn.udf} gives other values now than while the task ran: its reasons cannot be "
                     "computed at question time; run the task with reasons='eager'"
                 )
             fresh = todo.select(args).append_column("__reason", made.field("reason"))
             _keep(fresh, folder)
-            parts.append(self._register(fresh).rows.sql)
-        if not parts:
-            return Rel(
-                f"SELECT {', '.join(f'NULL AS {q(a)}' for a in args)}, NULL AS __reason WHERE FALSE", ()
-            )
-        return Rel(" UNION ALL ".join(f"({p})" for p in parts), ())
+            on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM f.{q(a)}" for a in args)
+            rows, made_rows = self._register(looked).rows, self._register(fresh).rows
+            filled = f"SELECT x.* EXCLUDE ({reason}), coalesce(x.{reason}, f.__reason) AS {reason}"
+            joined = f"({rows.sql}) x LEFT JOIN ({made_rows.sql}) f ON {on}"
+            looked = self.settle(Rel(f"{filled} FROM {joined}", ())).local
+        return self._register(looked.select(list(rel.cols))).rows
 
     def _with_args(self, fn: Function, rel: Rel) -> tuple[Rel, list[str], list[str]]:
         """``rel`` with ``fn``'s arguments evaluated as columns ``__arg<i>``, their names and
@@ -390,12 +389,22 @@ class DuckEngine(DuckPlan):
 
     # --- helpers ----------------------------------------------------------------------------------
     def _register(self, table: pa.Table) -> Settled:
+        """``table`` held under a name queries can read; given to DuckDB only when a query
+        does (a registration is 0.2-0.6 ms, and many held rows are only read in Arrow)."""
         name = f"__settled_{next(self._names)}"
-        self.con.register(name, table)
+        self._unregistered[name] = table
         nonnull = frozenset(c for c in table.column_names if table.column(c).null_count == 0)
         rel = Rel(f"SELECT * FROM {name}", tuple(table.column_names), nonnull)
         self._held[rel.sql] = settled = Settled(rel, table.num_rows, table)
         return settled
+
+    def _ready(self, sql: str) -> str:
+        """``sql``, the held tables it reads registered first."""
+        for name in _HELD.findall(sql):
+            table = self._unregistered.pop(name, None)
+            if table is not None:
+                self.con.register(name, table)
+        return sql
 
     def _restricted(self, rel: Rel, restriction: Restriction | None) -> Rel:
         if restriction is None:

@@ -111,10 +111,12 @@ class DuckPlan:
         self.types = types
         self.scan = scan
         self._tag_cols: dict[str, tuple[str, ...]] = {}
+        self._tag_keys: dict[str, tuple[str, ...] | None] = {}  # a key of a tag's rows, if known
         self._sql: dict[str, str] = {}
 
-    def tagged(self, rel: Rel, tag: str, cols: Sequence[Col]) -> Rel:
+    def tagged(self, rel: Rel, tag: str, cols: Sequence[Col], key: tuple[str, ...] | None = None) -> Rel:
         self._tag_cols[tag] = tuple(c.id for c in cols)
+        self._tag_keys[tag] = key
         fields = ", ".join(f"{q(c.id)} := {q(c.id)}" for c in cols)
         return Rel(f"SELECT *, struct_pack({fields}) AS {q(tag)} FROM ({rel.sql})", (*rel.cols, tag))
 

@@ -9,9 +9,11 @@ Python's years 1-9999 (an error either way), through pyarrow.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -44,3 +46,16 @@ def _values(column: pa.ChunkedArray) -> list[Any]:
 def _in_range(column: pa.ChunkedArray) -> bool:
     bounds = pc.min_max(column.cast(pa.int32())).as_py()
     return bounds["min"] is None or (_DAYS[0] <= bounds["min"] and bounds["max"] <= _DAYS[1])
+
+
+def first_rows(table: pa.Table, by: Sequence[str]) -> pa.Table:
+    """The first row of ``table`` for each value of its flat columns ``by``, in the order of
+    first appearance: each row once where ``by`` holds a key of the rows (a few integers to
+    group, not every column, and nested ones, which Arrow cannot group, among them)."""
+    first = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    indexed = table.select(list(by)).append_column("__first", first)
+    grouped = indexed.group_by(list(by), use_threads=False).aggregate([("__first", "min")])
+    if grouped.num_rows == table.num_rows:
+        return table  # each row once already (a take of wide text columns is not free)
+    firsts = grouped.column("__first_min")
+    return table.take(firsts.take(pc.sort_indices(firsts)))

@@ -28,7 +28,7 @@ from materialization.compile import ROW_ID
 from reasoning_udfs.explanations import to_shap
 from segmenter.errors import LineageError
 from tracing import views
-from tracing.arrow_rows import to_pylist
+from tracing.arrow_rows import first_rows, to_pylist
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.gc_pause import gc_paused
 
@@ -484,14 +484,7 @@ def unique_rows(table: pa.Table, key: Sequence[str] | None = None) -> pa.Table:
     if table.num_rows < 2:
         return table
     if key:
-        by = [*key, *(c for c in (SEGMENT, ROW_ID) if c in names)]
-        first = pa.array(np.arange(table.num_rows, dtype=np.int64))
-        indexed = table.select(by).append_column("__first", first)
-        grouped = indexed.group_by(by, use_threads=False).aggregate([("__first", "min")])
-        if grouped.num_rows == table.num_rows:
-            return table  # each row once already (a take of wide text columns is not free)
-        firsts = grouped.column("__first_min")
-        return table.take(firsts.take(pc.sort_indices(firsts)))
+        return first_rows(table, [*key, *(c for c in (SEGMENT, ROW_ID) if c in names)])
     if len(set(names)) == len(names) and not any(map(pa.types.is_nested, table.schema.types)):
         grouped = table.group_by(names, use_threads=False).aggregate([])  # first-seen order
         return pa.Table.from_arrays(grouped.select(names).columns, schema=table.schema)

@@ -54,7 +54,7 @@ def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> li
     for j, leaf in enumerate(seg.leaves):
         tags[id(leaf)] = tag = f"{TAG_PREFIX}{j}"
         rel = engine.leaf_input(seg, leaf, pushed[id(leaf)])
-        inputs[id(leaf)] = engine.tagged(rel, tag, leaf.columns)
+        inputs[id(leaf)] = engine.tagged(rel, tag, leaf.columns, row_key(leaf))
     semis = _semi_joins(seg.body_top, tags, probed=False)
     probes = {id(s): f"{TAG_PREFIX}probe{k}" for k, s in enumerate(semis)}
     joined = engine.body(seg.body_top, inputs, probes)

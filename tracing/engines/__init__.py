@@ -59,8 +59,10 @@ class Engine(Protocol):
         """Rows of ``seg``'s output read as another segment's input, with the reasons of
         their model calls (an engine that reads inputs in reasoning mode returns them)."""
 
-    def tagged(self, rel: Any, tag: str, cols: Sequence[Col]) -> Any:
-        """``rel`` with a column ``tag`` holding each row's ``cols`` (the paper's Split tags)."""
+    def tagged(self, rel: Any, tag: str, cols: Sequence[Col], key: tuple[str, ...] | None = None) -> Any:
+        """``rel`` with a column ``tag`` holding each row's ``cols`` (the paper's Split tags).
+        ``key``: columns among them that tell ``rel``'s rows apart, by which an engine may
+        find the distinct rows a tag holds (the same rows)."""
 
     def body(self, node: Node, inputs: dict[int, Any], probes: dict[int, str]) -> Any:
         """The σ/π/⋈/∪ operators down from ``node`` over tagged ``inputs`` (by ``id(leaf)``),

@@ -50,6 +50,7 @@ from segmenter.operators import (
 )
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
+from tracing.arrow_rows import first_rows
 from tracing.engines import PARENT, Settled, renumber
 from tracing.parquet_reader import local_path
 
@@ -141,20 +142,47 @@ def _arrow_type(ddl: str) -> pa.DataType:
     return to_arrow_type(parse_type(ddl))
 
 
-def _split_in_arrow(table: pa.Table, tag: str, cols: tuple[str, ...]) -> pa.Table | None:
+def _split_in_arrow(
+    table: pa.Table, tag: str, cols: tuple[str, ...], key: tuple[str, ...] | None
+) -> pa.Table | None:
     """The distinct rows the struct column ``tag`` holds (with their ``ROW_ID``), taken apart
     in Arrow where there are few: a query each was 2-5 ms of a question's fixed cost (CDA Q9:
-    8 of its 33 queries). None where DuckDB is faster (many rows: 2.4× on Q21's 57 k line
-    items, as filtering wide rows costs) or where a field is nested (Arrow groups none)."""
+    8 of its 33 queries). Rows with a nested field (a model's reason) are told apart by the
+    tag's ``key`` (Arrow groups no nested column; CDA Q9's stored model segments). None
+    where DuckDB is faster (many rows: 2.4× on Q21's 57 k line items, as filtering wide rows
+    costs), or where a nested field has no key beside it that Arrow groups exactly (flat, not
+    floating: NaN; no NULL)."""
     column = table.column(tag)
-    if table.num_rows > ARROW_SPLIT_ROWS or any(pa.types.is_nested(f.type) for f in column.type):
+    if table.num_rows > ARROW_SPLIT_ROWS:
         return None
     kept = table.filter(pc.is_valid(column))
     rows = pa.Table.from_arrays(kept.column(tag).flatten(), names=list(cols))
     if ROW_ID in table.column_names:
         rows = rows.append_column(ROW_ID, kept.column(ROW_ID))
     names = rows.column_names
-    return rows.group_by(names, use_threads=False).aggregate([]).select(names)
+    if not any(pa.types.is_nested(f.type) for f in column.type):
+        return rows.group_by(names, use_threads=False).aggregate([]).select(names)
+    if not key or not all(_groups_exactly(rows.column(k)) for k in key):
+        return None
+    return first_rows(rows, [*key, *[ROW_ID] * (ROW_ID in names)])
+
+
+def _distinct_already(table: pa.Table) -> bool:
+    """Whether no two rows of ``table`` are equal, as their columns that Arrow groups
+    exactly tell apart (a model call's rows: its arguments and ``ROW_ID``, beside a nested
+    reason); a query each was 2-3 ms of CDA Q9's question."""
+    if table.num_rows < 2:
+        return True
+    names = table.column_names
+    flat = [n for n, c in zip(names, table.columns) if _groups_exactly(c)]
+    if not flat or len(set(names)) < len(names):
+        return False
+    return table.select(flat).group_by(flat, use_threads=False).aggregate([]).num_rows == table.num_rows
+
+
+def _groups_exactly(column: pa.ChunkedArray) -> bool:
+    dtype = column.type
+    return not (pa.types.is_nested(dtype) or pa.types.is_floating(dtype) or column.null_count)
 
 
 def _by_key(restriction: Restriction | None, key: tuple[str, ...] | None) -> Restriction | None:
@@ -302,7 +330,7 @@ class DuckEngine(DuckPlan):
 
     def split(self, settled: Settled, tag: str) -> Settled:
         if settled.local is not None:
-            rows = _split_in_arrow(settled.local, tag, self._tag_cols[tag])
+            rows = _split_in_arrow(settled.local, tag, self._tag_cols[tag], self._tag_keys.get(tag))
             if rows is not None:
                 return self._register(rows)
         cols = self._tag_cols[tag] + (ROW_ID,) * (ROW_ID in settled.rows.cols)
@@ -313,9 +341,11 @@ class DuckEngine(DuckPlan):
 
     def named(self, rel: Rel, cols: Sequence[Col], distinct: bool) -> pa.Table:
         held = self._held.get(rel.sql)
-        if held is not None and not distinct:  # the rows are here: their columns renamed
-            ids = [*(c.id for c in cols), *[ROW_ID] * (ROW_ID in rel.cols)]
-            return held.local.select(ids).rename_columns([*(c.name for c in cols), *ids[len(cols) :]])
+        ids = [*(c.id for c in cols), *[ROW_ID] * (ROW_ID in rel.cols)]
+        if held is not None:  # the rows are here: their columns renamed
+            rows = held.local.select(ids)
+            if not distinct or _distinct_already(rows):
+                return rows.rename_columns([*(c.name for c in cols), *ids[len(cols) :]])
         kept = [q(ROW_ID)] * (ROW_ID in rel.cols)
         picked = ", ".join([*(f"{q(c.id)} AS {q(c.name)}" for c in cols), *kept])
         distinctly = "DISTINCT " * distinct

@@ -57,7 +57,9 @@ class SparkEngine:
     def reasoned(self, seg: Segment, rows: DataFrame) -> DataFrame:
         return rows  # inputs are restored in reasoning mode
 
-    def tagged(self, rel: DataFrame, tag: str, cols: Sequence[Col]) -> DataFrame:
+    def tagged(
+        self, rel: DataFrame, tag: str, cols: Sequence[Col], key: tuple[str, ...] | None = None
+    ) -> DataFrame:
         return rel.withColumn(tag, struct_of([c.id for c in cols]))
 
     def body(self, node: Node, inputs: dict[int, DataFrame], probes: dict[int, str]) -> DataFrame:

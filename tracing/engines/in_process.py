@@ -209,7 +209,7 @@ class DuckEngine(DuckPlan):
         super().__init__(duck.cursor("questions", register_functions), column_types(root), _parquet)
         self.restorer = restorer
         self._names = count()
-        self._held: dict[str, Settled] = {}  # registered rows, by the SQL that reads them
+        self._held: dict[str, Settled] = {}  # rows held in process, by the SQL that reads them
         self._unregistered: dict[str, pa.Table] = {}  # held, not yet read by a query
 
     # --- the engine's steps ---------------------------------------------------------------------

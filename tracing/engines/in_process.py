@@ -185,12 +185,12 @@ def _groups_exactly(column: pa.ChunkedArray) -> bool:
     return not (pa.types.is_nested(dtype) or pa.types.is_floating(dtype) or column.null_count)
 
 
-def _by_key(restriction: Restriction | None, key: tuple[str, ...] | None) -> Restriction | None:
+def _by_key(restriction: Restriction, key: tuple[str, ...] | None) -> Restriction:
     """A restriction on the ``key`` of the rows it restricts alone, where it covers the key
     and no value of it is NULL: the same rows (a source's key is unique, checked when the
     table was registered; :func:`row_key` carries it up), one comparison per row in place of
     one per column (CDA Q9: the comments and an image)."""
-    if restriction is None or not key:
+    if not key:
         return restriction
     on = {v: n for v, n in restriction.on.items() if n in key}
     if set(on.values()) != set(key) or not set(on) <= restriction.values.nonnull:
@@ -263,7 +263,7 @@ class DuckEngine(DuckPlan):
         if child is not None:  # an input: its model values only (reasons for the calls traced)
             return self.output(child, restriction, reasons=False)
         assert isinstance(leaf, Source)
-        return self._restricted(self.source(leaf), _by_key(restriction, leaf.key))
+        return self._restricted(self.source(leaf), restriction and _by_key(restriction, leaf.key))
 
     def output(self, seg: Segment, restriction: Restriction | None, reasons: bool = True) -> Rel:
         """``seg``'s output rows, restricted; with ``reasons``, each model call's reason
@@ -282,7 +282,7 @@ class DuckEngine(DuckPlan):
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}
             rel = self.compile(seg.top, inputs, tagged=False)
-        rel = self._restricted(rel, _by_key(restriction, row_key(seg.top)))
+        rel = self._restricted(rel, restriction and _by_key(restriction, row_key(seg.top)))
         return self.reasoned(seg, rel) if reasons else rel
 
     def reasoned(self, seg: Segment, rows: Rel) -> Rel:
@@ -301,7 +301,7 @@ class DuckEngine(DuckPlan):
         return Rel(sql, (*rel.cols, ROW_ID))
 
     def semi(self, rel: Rel, restriction: Restriction, key: tuple[str, ...] | None = None) -> Rel:
-        restriction = _by_key(restriction, key)  # type: ignore[assignment]
+        restriction = _by_key(restriction, key)
         if not restriction.numbered:
             return self._restricted(rel, restriction)
         values: Rel = restriction.values

@@ -388,9 +388,9 @@ class DuckEngine(DuckPlan):
         else:
             sql = f"SELECT {picked}, NULL AS {reason}, NULL::BOOLEAN AS __found FROM ({keyed.sql}) x"
         looked = self.settle(Rel(sql, ())).local
-        hit = pc.fill_null(looked.column("__found"), False)
-        if not pc.all(hit).as_py():
-            missed = self._register(looked.filter(pc.invert(hit))).rows
+        missing = pc.invert(pc.fill_null(looked.column("__found"), False))
+        if pc.any(missing).as_py():  # None where there are no rows
+            missed = self._register(looked.filter(missing)).rows
             calls = ", ".join(map(q, [*args, fn.value.id]))
             todo = self.settle(Rel(f"SELECT DISTINCT {calls} FROM ({missed.sql})", ())).local
             made = lookup(fn.udf).arrow_function("reasoning")(*_arrays(todo, args, types))

@@ -271,11 +271,11 @@ class SparkJobs:
 
 
 def collect_garbage(spark: SparkSession) -> None:
-    """A full collection in Python and in the driver's JVM. Without the JVM's, the in-process
-    ways of CDA Q21 ran 30-40 % slower in a benchmark with fm@spark (10 s of Spark jobs a
-    question) than in one without it (rerun 1.56 against 1.11 s), and as fast as without it
-    once each way started after one (1.06 s): the JVM was collecting fm@spark's garbage
-    beside them on the machine's 2 cores."""
+    """A full collection in Python and in the driver's JVM. Without the JVM's, CDA Q21's
+    in-process ways ran slower in a benchmark with fm@spark (10 s of Spark jobs a question)
+    than in one without it (rerun 1.56 against 1.11 s, fm 1.16 against 0.90 s), and as fast
+    as without it once each way started after one (rerun 1.06 s): the JVM was collecting
+    fm@spark's garbage beside them on the machine's 2 cores."""
     gc.collect()
     spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
 

@@ -59,3 +59,12 @@ def first_rows(table: pa.Table, by: Sequence[str]) -> pa.Table:
         return table  # each row once already (a take of wide text columns is not free)
     firsts = grouped.column("__first_min")
     return table.take(firsts.take(pc.sort_indices(firsts)))
+
+
+def exact_key(column: pa.ChunkedArray) -> bool:
+    """Whether Arrow joins and groups ``column``'s values exactly: a flat type that is not
+    floating point (NaN) nor dictionary-encoded, and no NULL (a join matches none)."""
+    dtype = column.type
+    return not (
+        pa.types.is_nested(dtype) or pa.types.is_dictionary(dtype) or pa.types.is_floating(dtype)
+    ) and not column.null_count

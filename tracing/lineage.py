@@ -28,7 +28,7 @@ from materialization.compile import ROW_ID
 from reasoning_udfs.explanations import to_shap
 from segmenter.errors import LineageError
 from tracing import views
-from tracing.arrow_rows import first_rows, to_pylist
+from tracing.arrow_rows import exact_key, first_rows, to_pylist
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.gc_pause import gc_paused
 
@@ -564,11 +564,8 @@ def placed(rows: pa.Table, table: pa.Table, on: Sequence[str]) -> pa.Table:
 
 
 def joinable(table: pa.Table) -> bool:
-    """Whether Arrow can find ``table``'s rows by joining on all of its columns: sortable
-    types but floating point (NaN), and no NULL (a join matches none)."""
-    types = table.schema.types
-    flat = all(_sortable(t) and not pa.types.is_floating(t) for t in types)
-    return flat and not any(c.null_count for c in table.columns)
+    """Whether Arrow can find ``table``'s rows by joining on all of its columns."""
+    return all(map(exact_key, table.columns))
 
 
 def _sortable(dtype: pa.DataType) -> bool:

@@ -50,7 +50,7 @@ from segmenter.operators import (
 )
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
-from tracing.arrow_rows import first_rows
+from tracing.arrow_rows import exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
 from tracing.parquet_reader import local_path
 
@@ -162,7 +162,7 @@ def _split_in_arrow(
     names = rows.column_names
     if not any(pa.types.is_nested(f.type) for f in column.type):
         return rows.group_by(names, use_threads=False).aggregate([]).select(names)
-    if not key or not all(_groups_exactly(rows.column(k)) for k in key):
+    if not key or not all(exact_key(rows.column(k)) for k in key):
         return None
     return first_rows(rows, [*key, *[ROW_ID] * (ROW_ID in names)])
 
@@ -174,15 +174,10 @@ def _distinct_already(table: pa.Table) -> bool:
     if table.num_rows < 2:
         return True
     names = table.column_names
-    flat = [n for n, c in zip(names, table.columns) if _groups_exactly(c)]
+    flat = [n for n, c in zip(names, table.columns) if exact_key(c)]
     if not flat or len(set(names)) < len(names):
         return False
     return table.select(flat).group_by(flat, use_threads=False).aggregate([]).num_rows == table.num_rows
-
-
-def _groups_exactly(column: pa.ChunkedArray) -> bool:
-    dtype = column.type
-    return not (pa.types.is_nested(dtype) or pa.types.is_floating(dtype) or column.null_count)
 
 
 def _by_key(restriction: Restriction, key: tuple[str, ...] | None) -> Restriction:

@@ -1,5 +1,6 @@
 """Rows made column by column (tracing/arrow_rows.py) are pyarrow's own rows, value for value
-and type for type, NULLs and the edges of each type included."""
+and type for type, NULLs and the edges of each type included; rows made distinct in Arrow
+keep their order of first appearance and their schema."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from tracing.arrow_rows import to_pylist
+from tracing.arrow_rows import distinct_flat, first_rows, to_pylist
 
 
 def test_rows_are_pyarrows_value_for_value() -> None:
@@ -39,3 +40,21 @@ def test_dates_beyond_pythons_years_fail_as_pyarrows_do() -> None:
         table.to_pylist()
     with pytest.raises(OverflowError):
         to_pylist(table)
+
+
+def test_distinct_rows_in_order_of_first_appearance() -> None:
+    schema = pa.schema(
+        [pa.field("k", pa.int32(), nullable=False), ("s", pa.string()), ("r", pa.list_(pa.int8()))]
+    )
+    table = pa.table(
+        {"k": [3, 1, 3, 2, 1, 3], "s": ["c", None, "c", "b", None, "x"], "r": [[1], [2], [9], None, [2], []]},
+        schema=schema,
+    )
+    flat = distinct_flat(table.select(["k", "s"]))
+    assert [tuple(r.values()) for r in flat.to_pylist()] == [(3, "c"), (1, None), (2, "b"), (3, "x")]
+    assert flat.schema == schema.remove(2)
+    first = first_rows(table, ["k"])  # the nested column is carried, the first row of each key kept
+    assert first.to_pylist() == [table.slice(i, 1).to_pylist()[0] for i in (0, 1, 3)]
+    assert first.schema == schema
+    distinct = table.slice(0, 2)
+    assert first_rows(distinct, ["k"]) is distinct  # each key once already: no take

@@ -61,6 +61,14 @@ def first_rows(table: pa.Table, by: Sequence[str]) -> pa.Table:
     return table.take(firsts.take(pc.sort_indices(firsts)))
 
 
+def distinct_flat(table: pa.Table) -> pa.Table:
+    """Each row of ``table`` once, in the order of first appearance: Arrow groups by every
+    column, so they must be flat and uniquely named."""
+    names = table.column_names
+    grouped = table.group_by(names, use_threads=False).aggregate([])
+    return pa.Table.from_arrays(grouped.select(names).columns, schema=table.schema)
+
+
 def exact_key(column: pa.ChunkedArray) -> bool:
     """Whether Arrow joins and groups ``column``'s values exactly: a flat type that is not
     floating point (NaN) nor dictionary-encoded, and no NULL (a join matches none)."""

@@ -28,7 +28,7 @@ from materialization.compile import ROW_ID
 from reasoning_udfs.explanations import to_shap
 from segmenter.errors import LineageError
 from tracing import views
-from tracing.arrow_rows import exact_key, first_rows, to_pylist
+from tracing.arrow_rows import distinct_flat, exact_key, first_rows, to_pylist
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.gc_pause import gc_paused
 
@@ -486,8 +486,7 @@ def unique_rows(table: pa.Table, key: Sequence[str] | None = None) -> pa.Table:
     if key:
         return first_rows(table, [*key, *(c for c in (SEGMENT, ROW_ID) if c in names)])
     if len(set(names)) == len(names) and not any(map(pa.types.is_nested, table.schema.types)):
-        grouped = table.group_by(names, use_threads=False).aggregate([])  # first-seen order
-        return pa.Table.from_arrays(grouped.select(names).columns, schema=table.schema)
+        return distinct_flat(table)
     unique = {_sort_key(r): r for r in table.to_pylist()}
     return pa.Table.from_pylist(list(unique.values()), schema=table.schema)
 

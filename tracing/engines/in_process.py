@@ -50,7 +50,7 @@ from segmenter.operators import (
 )
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
-from tracing.arrow_rows import exact_key, first_rows
+from tracing.arrow_rows import distinct_flat, exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
 from tracing.parquet_reader import local_path
 
@@ -161,7 +161,7 @@ def _split_in_arrow(
         rows = rows.append_column(ROW_ID, kept.column(ROW_ID))
     names = rows.column_names
     if not any(pa.types.is_nested(f.type) for f in column.type):
-        return rows.group_by(names, use_threads=False).aggregate([]).select(names)
+        return distinct_flat(rows)
     if not key or not all(exact_key(rows.column(k)) for k in key):
         return None
     return first_rows(rows, [*key, *[ROW_ID] * (ROW_ID in names)])

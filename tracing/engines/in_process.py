@@ -177,7 +177,7 @@ def _distinct_already(table: pa.Table) -> bool:
     flat = [n for n, c in zip(names, table.columns) if exact_key(c)]
     if not flat or len(set(names)) < len(names):
         return False
-    return table.select(flat).group_by(flat, use_threads=False).aggregate([]).num_rows == table.num_rows
+    return distinct_flat(table.select(flat)).num_rows == table.num_rows
 
 
 def _by_key(restriction: Restriction, key: tuple[str, ...] | None) -> Restriction:

@@ -16,9 +16,11 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from reasoning_udfs.udf import ReasoningUDF, lookup
 from segmenter.operators import (
+    ROW_ID_COLUMN,
     Aggregation,
     Difference,
     Expr,
@@ -33,6 +35,7 @@ from segmenter.operators import (
     Task,
     Union,
 )
+from segmenter.sources import ROW_SHIFT, spark_file_uri
 
 TAG_PREFIX = "__tag_"
 ROW_ID = "__al_row"  # which chosen output row a lineage row belongs to (NULL: every one)
@@ -88,9 +91,36 @@ def read_columns(spark: SparkSession, path: str, cols: Sequence[tuple[str, str]]
 
 
 def read_source(spark: SparkSession, source: Source) -> DataFrame:
-    """A source snapshot with its columns renamed to their ids."""
-    df = read_columns(spark, source.snapshot, [(c.name, c.dtype) for c in source.cols])
-    return df.toDF(*[c.id for c in source.cols])
+    """A source's rows with its columns renamed to their ids."""
+    return source_rows(spark, source).toDF(*[c.id for c in source.cols])
+
+
+def source_rows(spark: SparkSession, source: Source) -> DataFrame:
+    """A source's rows by its column names: a store snapshot, or the user's files where they
+    are, read with the reader's options (a keyless Parquet source's ``_rid`` packs the file's
+    place in the list and ``_metadata.row_index``, as DuckDB's ``file_row_number``)."""
+    named = [(c.name, c.dtype) for c in source.cols]
+    if source.in_store or source.files is None:
+        return read_columns(spark, source.snapshot, named)
+    files = source.files
+    kept = [(n, t) for n, t in named if not (files.row_id and n == ROW_ID_COLUMN)]
+    schema = ", ".join(f"{ident(name)} {dtype}" for name, dtype in kept)
+    df = spark.read.format(files.format).options(**dict(files.options)).schema(schema).load(list(files.paths))
+    if not files.row_id:
+        return df
+    ordinals = F.create_map(*[F.lit(x) for i, f in enumerate(files.paths) for x in (spark_file_uri(f), i)])
+    path = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "file:/")
+    cols = [ref(n) for n, _ in kept]
+    if files.format == "parquet":
+        rid = F.shiftleft(ordinals[path].cast("bigint"), ROW_SHIFT) + F.col("_metadata.row_index")
+        return df.select(*cols, rid.alias(ROW_ID_COLUMN))
+    # Spark gives no row position in other formats: the position in its read order of the
+    # file, reproducible only as written once, so such a source is read through its copy
+    file_no = ordinals[path].cast("bigint").alias("__f")
+    seq = df.select(*cols, file_no, F.monotonically_increasing_id().alias("__s"))
+    position = F.row_number().over(Window.partitionBy("__f").orderBy("__s")) - 1
+    rid = F.shiftleft(F.col("__f"), ROW_SHIFT) + position
+    return seq.select(*cols, rid.alias(ROW_ID_COLUMN))
 
 
 def tags_of(df: DataFrame) -> list[str]:

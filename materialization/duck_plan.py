@@ -24,6 +24,7 @@ from materialization.duck_expressions import (
     to_duckdb,
 )
 from segmenter.operators import (
+    ROW_ID_COLUMN,
     Aggregation,
     Col,
     Difference,
@@ -38,6 +39,7 @@ from segmenter.operators import (
     Union,
 )
 from segmenter.segments import Segment
+from segmenter.sources import ROW_SHIFT, local_file
 
 
 def quoted(name: str) -> str:
@@ -46,6 +48,33 @@ def quoted(name: str) -> str:
 
 
 q = quoted
+
+
+def literal(text: str) -> str:
+    """A DuckDB string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def source_scan(node: Source, scan: Callable[[str], str]) -> str:
+    """A FROM item of a source's rows by column name: its store snapshot through ``scan``, or
+    the user's Parquet files where they are, with a keyless source's ``_rid`` computed as
+    Spark computes it (:func:`materialization.compile.source_rows`). Other formats are read
+    by Spark's own parser: their parsed copy is a store snapshot."""
+    files = node.files
+    if node.in_store or files is None:
+        return scan(node.snapshot)
+    if files.format != "parquet":
+        raise NotInProcess(f"source {node.table} is {files.format} read in place, which only Spark parses")
+    paths = [local_file(f) for f in files.paths]
+    if any(p is None for p in paths):
+        raise NotInProcess(f"source {node.table} is not on the local file system")
+    listed = "[" + ", ".join(literal(p) for p in paths if p is not None) + "]"
+    if not files.row_id:
+        return f"read_parquet({listed})"
+    ordinal = " ".join(f"WHEN {literal(p)} THEN {i}" for i, p in enumerate(paths) if p is not None)
+    rid = f"((CASE filename {ordinal} END)::BIGINT << {ROW_SHIFT}) + file_row_number"
+    scanned = f"read_parquet({listed}, filename = true, file_row_number = true)"
+    return f"(SELECT *, {rid} AS {q(ROW_ID_COLUMN)} FROM {scanned})"
 
 
 @dataclass(frozen=True)
@@ -133,7 +162,7 @@ class DuckPlan:
 
     def source(self, node: Source) -> Rel:
         picked = ", ".join(f"{q(c.name)} AS {q(c.id)}" for c in node.cols)
-        return Rel(f"SELECT {picked} FROM {self.scan(node.snapshot)}", tuple(c.id for c in node.cols))
+        return Rel(f"SELECT {picked} FROM {source_scan(node, self.scan)}", tuple(c.id for c in node.cols))
 
     def compile(
         self, node: Node, inputs: dict[int, Rel], tagged: bool, probes: dict[int, str] | None = None

@@ -55,12 +55,14 @@ def execute_run(
     capture: Capture | None = None,
     confidence: bool = False,
     reasons: str = "eager",
+    read_in_place: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run ``task`` and commit it to the store atomically; returns the run record.
 
     ``capture``: eager lineage capture; ``confidence``: boolean lineage for confidences
     (needs strategy full: formulas are written over the stored intermediates); ``reasons``:
-    "lazy" runs the task in normal mode (see :mod:`materialization.strategies`)."""
+    "lazy" runs the task in normal mode (see :mod:`materialization.strategies`);
+    ``read_in_place``: the fingerprints of the user's files the task reads (recorded)."""
     store.check_writable()  # a read-only store fails here, in one line, before any work
     staging = store.staging_dir(run_id)
     mode = capture.mode if capture is not None else run_mode(strategy, reasons)
@@ -114,8 +116,9 @@ def execute_run(
             record["confidence"]["seconds"] = time.perf_counter() - formulas_started
         record["task_seconds"] = task_seconds
         record["files"] = store.manifest(staging)  # what `al verify` and every question check
-        snapshots = {n.snapshot for n in task.root.walk() if isinstance(n, Source)}
+        snapshots = {n.snapshot for n in task.root.walk() if isinstance(n, Source) and n.in_store}
         record["inputs"] = store.inputs(sorted(snapshots))
+        record["read_in_place"] = read_in_place or []
         record["seconds"] = time.perf_counter() - started
         store.write_record(f"{staging}/run.json", record)
         store.commit_run(run_id)
@@ -286,9 +289,8 @@ def _packing(store: ResultsStore, source: Source, attrs: tuple[str, ...]) -> lis
 
 
 def _small_local(store: ResultsStore, leaves: Sequence[Node]) -> bool:
-    snapshots = [leaf.snapshot for leaf in leaves if isinstance(leaf, Source)]
-    local = all(s.startswith("file:") for s in snapshots)
-    return local and sum(store.size(s) for s in snapshots) <= DERIVED_BYTES
+    sizes = [store.source_size(leaf) for leaf in leaves if isinstance(leaf, Source)]
+    return None not in sizes and sum(s for s in sizes if s is not None) <= DERIVED_BYTES
 
 
 def _store_segment(

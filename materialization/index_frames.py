@@ -30,7 +30,7 @@ from materialization import duck
 from materialization.capture import LID, Capturer, flat_fields, lid_columns, traced_leaves
 from materialization.compile import TAG_PREFIX, read_source, ref
 from materialization.duck_expressions import register_functions
-from materialization.duck_plan import DuckPlan, Rel, column_types, quoted
+from materialization.duck_plan import DuckPlan, Rel, column_types, quoted, source_scan
 from materialization.store import ResultsStore
 from segmenter.operators import Source
 from segmenter.segments import Segment
@@ -312,7 +312,8 @@ class DuckFrames:
         return f"SELECT * FROM read_parquet('{scan}')"
 
     def source(self, leaf: Source, attrs: Sequence[str]) -> str:
-        return f"SELECT {', '.join(map(quoted, attrs))} FROM ({self.read(leaf.snapshot)})"
+        scanned = source_scan(leaf, lambda uri: f"({self.read(uri)})")
+        return f"SELECT {', '.join(map(quoted, attrs))} FROM {scanned}"
 
     def columns(self, rel: str) -> list[str]:
         return list(self.con.sql(f"SELECT * FROM ({rel}) LIMIT 0").columns)
@@ -441,7 +442,7 @@ class DuckFrames:
 def frames_for(spark: SparkSession, store: ResultsStore, staging: str, sources: Sequence[Source]) -> Frames:
     """DuckDB where the staged capture and the sources a control reads are small local
     files; Spark otherwise."""
-    local = staging.startswith("file:") and all(s.snapshot.startswith("file:") for s in sources)
+    local = staging.startswith("file:") and all(store.source_size(s) is not None for s in sources)
     if local and store.size(staging) <= IN_PROCESS_BYTES:
         return DuckFrames()
     return SparkFrames(spark)

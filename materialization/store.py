@@ -34,7 +34,8 @@ from pyspark.sql.types import LongType, NumericType, StructField, StructType
 from materialization.catalog import STAGING, StoreCatalog, StoreError, check_run_id, located, portable
 from materialization.compile import ref
 from materialization.integrity import Files, manifest, manifest_digest
-from segmenter.parser import SourceRef
+from segmenter.operators import Source
+from segmenter.sources import SourceRef, local_file
 
 ROW_ID = "_rid"
 DERIVED = "_al_lineage"  # a derived source's column: the variables of the run rows behind each row
@@ -230,16 +231,21 @@ class ResultsStore:
         uncertainty: Uncertainty | None = None,
         derived_from: str | None = None,
         replace: bool = False,
+        folder: str = "sources",
+        fingerprint: str | None = None,
     ) -> SourceRef:
         """Persist ``df`` as a new snapshot of source ``name`` with stable row ids (and, for
         an uncertain table, the columns that say how likely each row is; for the output of a
         confidence run, the run it came from). Other columns than the current snapshot's
-        need ``replace=True``: a task written for the old table would read another one."""
+        need ``replace=True``: a task written for the old table would read another one.
+        ``folder="copies"``: a copy of files read in place (``fingerprint``: of those files),
+        which is no registered table."""
         self.check_writable()
         if not _NAME.match(name):
             raise StoreError(f"source name {name!r} must be a SQL identifier")
         columns = [[f.name, f.dataType.simpleString()] for f in df.schema.fields]
-        self._check_schema(name, columns, replace)
+        if folder == "sources":
+            self._check_schema(name, columns, replace)
         lowered = {c.lower() for c in df.columns}
         if uncertainty is not None:
             uncertainty.check(name, df)
@@ -273,14 +279,14 @@ class ResultsStore:
         if ranged:  # (min, max) per key column
             bounds = {f"lo{i}": F.min(ref(k)) for i, k in enumerate(key)}
             bounds |= {f"hi{i}": F.max(ref(k)) for i, k in enumerate(key)}
-        staging = self.path("sources", name, f"{STAGING}{uuid.uuid4().hex}")
+        staging = self.path(folder, name, f"{STAGING}{uuid.uuid4().hex}")
         try:
             seen = self.write_observed(df, staging, **bounds)
             rows = int(seen["n"])
             ranges = None
             if ranged and rows:
                 ranges = {k: [seen[f"lo{i}"], seen[f"hi{i}"]] for i, k in enumerate(key)}
-            final = self.path("sources", name, new_id("s"))  # named at commit: newest is current
+            final = self.path(folder, name, new_id("s"))  # named at commit: newest is current
             meta = {
                 "table": name,
                 "key": list(key),
@@ -293,6 +299,7 @@ class ResultsStore:
                 "created": datetime.now(UTC).isoformat(),
                 "uncertainty": uncertainty.to_dict() if uncertainty else None,
                 "derived_from": derived_from,
+                "fingerprint": fingerprint,
             }
             self.write_record(f"{staging}/{SOURCE_META}", meta)
             self.rename(staging, final)
@@ -300,6 +307,15 @@ class ResultsStore:
             self.delete(staging)
             raise
         return SourceRef(name, key, final)
+
+    def copy_of(self, name: str, fingerprint: str) -> SourceRef | None:
+        """The copy of source ``name``'s files made when they had ``fingerprint``, if any."""
+        folder = self.path("copies", name)
+        for snapshot in reversed([d for d in self.list_dirs(folder) if not d.startswith(STAGING)]):
+            ref_ = self.source_at(f"{folder}/{snapshot}")
+            if self._source_meta(ref_.snapshot).get("fingerprint") == fingerprint:
+                return ref_
+        return None
 
     def _check_schema(self, name: str, columns: list[list[str]], replace: bool) -> None:
         snapshots = self._snapshots(name)
@@ -366,7 +382,18 @@ class ResultsStore:
         """The confidence run whose output this source is (its rows carry ``DERIVED``)."""
         return self._source_meta(snapshot).get("derived_from")
 
+    def source_size(self, source: Source) -> int | None:
+        """Bytes of a source's rows where they are local files (None elsewhere)."""
+        if source.in_store or source.files is None:
+            return self.size(source.snapshot) if source.snapshot.startswith("file:") else None
+        paths = [local_file(p) for p in source.files.paths]
+        return None if None in paths else sum(os.path.getsize(p) for p in paths if p is not None)
+
     def _source_meta(self, snapshot: str) -> dict[str, Any]:
+        """What registration recorded of a snapshot (nothing for the files of a source read
+        in place, which have no snapshot)."""
+        if not snapshot:
+            return {}
         meta = self._meta_cache.get(snapshot)
         if meta is None:
             meta = self.read_record(f"{snapshot}/{SOURCE_META}")

@@ -76,12 +76,36 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Files:
+    """The user's files a source reads where they are (``spark.read``, a catalog table):
+    exactly the files the task read, so a file added to the folder later changes nothing."""
+
+    format: str  # parquet, csv, json, orc: Spark's short name
+    paths: tuple[str, ...]  # every file, as Spark lists it (URIs), sorted
+    options: tuple[tuple[str, str], ...] = ()  # the reader's options (header, sep, ...)
+    row_id: bool = False  # no key: rows are named by file and position (``ROW_ID_COLUMN``)
+
+
+ROW_ID_COLUMN = "_rid"  # a keyless source's row id (a registered table stores it as a column)
+
+
+@dataclass(frozen=True)
 class Source(Node):
+    """A source table: a store snapshot (``register_table``), or the user's files read in
+    place (``files``; ``snapshot`` is then their parsed copy in the store for formats Spark
+    gives no row position in, else empty)."""
+
     table: str
     cols: tuple[Col, ...]
     key: tuple[str, ...]
     snapshot: str
+    files: Files | None = None
     symbol: ClassVar[str] = "T"
+
+    @property
+    def in_store(self) -> bool:
+        """Whether its rows are read from a snapshot in the results store."""
+        return bool(self.snapshot)
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -408,7 +432,7 @@ _NODE_TYPES: dict[str, type[Node]] = {
 
 def to_dict(obj: Any) -> Any:
     """Plain JSON-able structure for a node, task, column or expression."""
-    if isinstance(obj, (Node, Task, Col, Expr, SortKey)):
+    if isinstance(obj, (Node, Task, Col, Expr, SortKey, Files)):
         data = {"@": type(obj).__name__}
         for f in dataclasses.fields(obj):
             data[f.name] = to_dict(getattr(obj, f.name))
@@ -441,7 +465,7 @@ def shape_key(node: Node) -> str:
 ID_TOKEN = re.compile(r"\w+__\w+")  # every column id is "<name>__<Spark's id>[<scope>]"
 
 
-_VALUE_TYPES: dict[str, type] = {"Task": Task, "Col": Col, "Expr": Expr, "SortKey": SortKey}
+_VALUE_TYPES: dict[str, type] = {"Task": Task, "Col": Col, "Expr": Expr, "SortKey": SortKey, "Files": Files}
 
 
 def from_dict(data: Any) -> Any:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame
 
 from reasoning_udfs.udf import lookup, registered
-from segmenter.errors import TIE_MARKER, UnknownSourceError, UnsupportedTaskError
+from segmenter.errors import TIE_MARKER, UnsupportedTaskError
 from segmenter.operators import (
     ID_TOKEN,
     Aggregation,
@@ -39,18 +38,10 @@ from segmenter.operators import (
     sql_string,
     to_dict,
 )
+from segmenter.sources import Keys, SourceReader, SourceResolver
 
 JObj = Any  # a py4j JavaObject
 
-
-@dataclass(frozen=True)
-class SourceRef:
-    table: str
-    key: tuple[str, ...]
-    snapshot: str
-
-
-SourceResolver = Callable[[list[str]], SourceRef | None]
 
 # operators that change no row: partitioning, hints, names
 _TRANSPARENT = {
@@ -101,13 +92,17 @@ _OPERATOR_HINTS = {
 }
 
 
-def parse_dataframe(df: DataFrame, resolve: SourceResolver, text: str = "") -> Task:
-    """The task a (classic, not Spark Connect) DataFrame computes."""
+def parse_dataframe(df: DataFrame, resolve: SourceResolver, text: str = "", keys: Keys | None = None) -> Task:
+    """The task a (classic, not Spark Connect) DataFrame computes; ``keys``: the columns that
+    identify the rows of sources read in place, by table name."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         raise UnsupportedTaskError("Spark Connect DataFrame", "task", "use a classic SparkSession")
     plan = jdf.queryExecution().analyzed()
-    return _Parser(df.sparkSession._jvm, resolve).task(plan, text)
+    parser = _Parser(df.sparkSession._jvm, resolve, keys or {})
+    task = parser.task(plan, text)
+    parser.sources.check_keys()
+    return task
 
 
 def col_id(name: str, expr_id: int | str) -> str:
@@ -144,9 +139,10 @@ def _visible(node: Node) -> list[Col]:
 
 
 class _Parser:
-    def __init__(self, jvm: Any, resolve: SourceResolver) -> None:
+    def __init__(self, jvm: Any, resolve: SourceResolver, keys: Keys) -> None:
         self.jvm = jvm
-        self.resolve = resolve
+        self.sources = SourceReader(resolve, keys, self._fresh_id)
+        self.view: str | None = None  # the view a relation right below was read through
         self.unresolved = jvm.org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
         self.to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
         self.fresh = 0
@@ -400,7 +396,10 @@ class _Parser:
         self.path.append(name)
         try:
             if name in _TRANSPARENT:
+                if name == "View":  # a temp or catalog view: the user's name for what it reads
+                    self.view = str(plan.desc().identifier().table())
                 return self.node(plan.child())
+            self.view = None if name != "LogicalRelation" else self.view
             handler = getattr(self, f"_op_{name}", None)
             if handler is None:
                 hint = _OPERATOR_HINTS.get(name, "only σ π ⋈ α ∪ − φ are supported")
@@ -440,22 +439,8 @@ class _Parser:
         return Projection(body, outputs)
 
     def _op_LogicalRelation(self, plan: JObj) -> Node:
-        location = plan.relation().location()
-        paths = [p.toString() for p in self._list(location.rootPaths())]
-        ref = self.resolve(paths)
-        if ref is None:
-            raise UnknownSourceError(
-                f"the task reads {', '.join(paths)}, which is not a registered source table; "
-                "register it with LineageSession.register_table() and read it through "
-                "session.table(name) or SQL"
-            )
-        cols = self._cols(plan)
-        by_name = {c.name.lower(): c.id for c in cols}
-        missing = [k for k in ref.key if k.lower() not in by_name]
-        if missing:
-            raise UnknownSourceError(f"source {ref.table!r} has no key column(s) {missing}")
-        key = tuple(by_name[k.lower()] for k in ref.key)
-        return Source(table=ref.table, cols=cols, key=key, snapshot=ref.snapshot)
+        view, self.view = self.view, None
+        return self.sources.leaf(plan, self._cols(plan), view)
 
     def _op_Filter(self, plan: JObj) -> Node:
         """σ, with conjuncts that need no UDF value placed below the φ chain: φ is row-wise,

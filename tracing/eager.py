@@ -47,7 +47,7 @@ from tracing.lineage import (
     entered_by,
     for_each,
 )
-from tracing.parquet_reader import ParquetReader, local_path, quoted
+from tracing.parquet_reader import ParquetReader, Rows, local_path, quoted
 
 CALL = "__call"  # a model call's row id in its segment's stored output
 
@@ -186,7 +186,7 @@ class EagerIndex:
         matched = matched.drop_columns(cols)
         return matched, sorted(set(matched.column(LID).to_pylist()))
 
-    def _schema(self, uri: str, select: Sequence[tuple[str, str]]) -> pa.Schema:
+    def _schema(self, uri: Rows, select: Sequence[tuple[str, str]]) -> pa.Schema:
         return self.reader.scan(uri, select, "FALSE").schema
 
     def backward(self, targets: pa.Table, lids: list[int]) -> AugmentedLineage:
@@ -382,7 +382,7 @@ class EagerIndex:
         if not self.keyed(table):
             return attrs  # coarser granularity: the attribute values are the answer
         source = self.sources[table]
-        return self.reader.semi(source.snapshot, attrs, [(c.name, c.name) for c in source.cols])
+        return self.reader.semi(source, attrs, [(c.name, c.name) for c in source.cols])
 
     def _segment(self, seg_id: int) -> Segment:
         return next(s for s in self.root.walk() if s.id == seg_id)
@@ -422,7 +422,7 @@ class EagerIndex:
         if ids is not None:
             keys = self._given_keys(table, attrs, ids)
         else:
-            keys = self._filtered(source.snapshot, [(a, a) for a in attrs], where, f"table {table}")
+            keys = self._filtered(source, [(a, a) for a in attrs], where, f"table {table}")
         name = index_name("src", table)
         lids = self._forward_lids(name, keys)
         what = (
@@ -467,14 +467,14 @@ class EagerIndex:
                 if len(attrs) != 1:
                     raise LineageError(f"ids of {table} are tuples of {attrs}, not {value!r}")
                 rows.append({attrs[0]: value})
-        schema = self._schema(self.sources[table].snapshot, [(a, a) for a in attrs])
+        schema = self._schema(self.sources[table], [(a, a) for a in attrs])
         try:
             return pa.Table.from_pylist(rows, schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             raise LineageError(f"ids of {table} do not fit {schema}: {exc}") from None
 
     def _filtered(
-        self, uri: str, select: Sequence[tuple[str, str]], where: str | None, what: str
+        self, uri: Rows, select: Sequence[tuple[str, str]], where: str | None, what: str
     ) -> pa.Table:
         """Rows of ``uri`` matching ``where``, evaluated by Spark so that a predicate means
         what it means everywhere else in the API (Spark SQL: 0-based arrays, its functions)."""

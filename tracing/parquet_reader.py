@@ -16,16 +16,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization import duck
-from materialization.compile import null_safe_match, ref
+from materialization.compile import null_safe_match, ref, source_rows
 from materialization.duck_expressions import register_functions
-from materialization.duck_plan import quoted
+from materialization.duck_plan import quoted, source_scan
 from materialization.provrc import Boxes
+from segmenter.operators import Source
 
 IN_LIST_MAX = 300  # key values up to this many also filter the scan as literals (see _in_list)
 LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
 LOADED_BYTES = 8 << 20  # a local folder up to this size is read once into memory, then queried there
 
 Selection = Sequence[tuple[str, str]]  # (column in the file, name in the answer)
+Rows = str | Source  # a store folder's URI, or a source's rows (a snapshot, or files read in place)
 
 
 def local_path(uri: str) -> str | None:
@@ -76,10 +78,18 @@ class ParquetReader:
             self._con.execute("SET parquet_metadata_cache = true")
         return self._con
 
-    def _from(self, uri: str) -> str:
+    def _read(self, uri: Rows) -> DataFrame:
+        assert self.spark is not None
+        if isinstance(uri, Source):
+            return source_rows(self.spark, uri)
+        return self.spark.read.parquet(uri)
+
+    def _from(self, uri: Rows) -> str:
         """The rows of a local Parquet folder: a small one is read once (a question asks
         an index several times, and a query over files costs their listing and decoding every
         time; files are immutable once committed and checked when their run is loaded)."""
+        if isinstance(uri, Source):
+            return source_scan(uri, self._from)
         path = local_path(uri)
         assert path is not None
         if path not in self._loaded:
@@ -93,7 +103,7 @@ class ParquetReader:
         return self._loaded[path]
 
     def lookup(
-        self, uri: str, keys: pa.Table, select: Selection | None = None, distinct: bool = True
+        self, uri: Rows, keys: pa.Table, select: Selection | None = None, distinct: bool = True
     ) -> pa.Table:
         """Rows of ``uri`` whose ``keys.column_names`` equal (null-safely) a row of ``keys``,
         always returned in-process (index pairs feed the next step)."""
@@ -102,7 +112,7 @@ class ParquetReader:
 
     def semi(
         self,
-        uri: str,
+        uri: Rows,
         keys: pa.Table,
         select: Selection | None = None,
         distinct: bool = True,
@@ -115,7 +125,7 @@ class ParquetReader:
             sql = f"SELECT {unique}{self._columns(select)} FROM {self._from(uri)} t SEMI JOIN __keys k"
             sql += f" ON {cond}{_in_list(keys)}"
             return self._with("__keys", keys, sql)
-        df = self.spark.read.parquet(uri)
+        df = self._read(uri)
         given = self.spark.createDataFrame(keys)
         picked = _selected(null_safe_match(df, given, {c: c for c in keys.column_names}, "left_semi"), select)
         return picked.distinct() if distinct else picked
@@ -138,7 +148,7 @@ class ParquetReader:
         finally:
             self.con.unregister(name)
 
-    def scan(self, uri: str, select: Selection | None = None, where: str | None = None) -> pa.Table:
+    def scan(self, uri: Rows, select: Selection | None = None, where: str | None = None) -> pa.Table:
         """Rows of ``uri`` (optionally only those matching the SQL predicate ``where`` over
         the selected names), in-process."""
         if self.local:
@@ -148,9 +158,9 @@ class ParquetReader:
             return self.con.sql(sql).to_arrow_table()
         return self.spark_scan(uri, select, where)
 
-    def spark_scan(self, uri: str, select: Selection | None = None, where: str | None = None) -> pa.Table:
+    def spark_scan(self, uri: Rows, select: Selection | None = None, where: str | None = None) -> pa.Table:
         """:meth:`scan` by Spark, whatever the store: ``where`` in Spark SQL's dialect."""
-        df = _selected(self.spark.read.parquet(uri), select)
+        df = _selected(self._read(uri), select)
         return (df.filter(F.expr(where)) if where is not None else df).toArrow()
 
     @staticmethod

@@ -18,6 +18,8 @@ likely each output row is.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -32,10 +34,11 @@ from pyspark.sql import functions as F
 
 from materialization import duck
 from materialization.capture import Capture
-from materialization.compile import aliased, ident, read_columns, ref, visible
+from materialization.compile import aliased, ident, read_columns, ref, source_rows, visible
 from materialization.compressed_index import COMPRESSED
 from materialization.duck_expressions import NotInProcess
 from materialization.execute import execute_run, translate_task_errors
+from materialization.fingerprints import check_fingerprints, fingerprint
 from materialization.formulas import VAR, refuse_unsound, root_vars
 from materialization.integrity import Check, budget, check_run, check_snapshot
 from materialization.restore import Restorer
@@ -49,6 +52,7 @@ from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
+from segmenter.sources import Keys, read_through
 from tracing import views
 from tracing.allowed_sql import check_stored, check_where
 from tracing.confidence.answer import ConfidenceAnswer
@@ -70,6 +74,7 @@ from tracing.task_code import with_code
 from tracing.tracking import Option, track
 
 BACKENDS = ("lazy", "eager", "compressed", "confidence")
+SNAPSHOTS = ("in-place", "copy")  # how sources of the user's files are read
 CAPTURED = {"eager": "pairs", "compressed": "provrc"}  # captured backends -> their index storage
 BUDGET = 20_000  # Shannon expansions an exact evaluation may take before "auto" samples
 
@@ -158,11 +163,44 @@ class LineageSession:
             raise LineageError(f"invalid SQL task: {first_line(exc)}") from None
 
     # --- tasks --------------------------------------------------------------------------------
-    def parse(self, task: DataFrame | str) -> Task:
-        """The operator tree of a DataFrame or SQL task."""
+    def parse(self, task: DataFrame | str, keys: Keys | None = None) -> Task:
+        """The operator tree of a DataFrame or SQL task; ``keys``: the columns that identify
+        the rows of sources read in place, by table name (without one, file and position)."""
         text = task if isinstance(task, str) else ""
         df = self.sql(task) if isinstance(task, str) else task
-        return parse_dataframe(df, self.store.resolve, text)
+        return parse_dataframe(df, self.store.resolve, text, keys)
+
+    def _placed(self, task: Task, snapshot: str) -> tuple[Task, list[dict[str, Any]]]:
+        """``task`` reading each source of the user's files where it is, or through a copy in
+        the store: with ``snapshot="copy"``, and for CSV, JSON and ORC, where Spark gives
+        no row position (a copy made once per version of the files, reused by later runs);
+        and the fingerprint of every such source's files, which the run records."""
+        found: dict[str, dict[str, Any]] = {}
+        copies: dict[str, str] = {}
+        for leaf in task.root.walk():
+            if not isinstance(leaf, Source) or leaf.files is None or leaf.table in found:
+                continue
+            self.progress(f"fingerprinting source {leaf.table} ({len(leaf.files.paths)} file(s))")
+            entry = found[leaf.table] = fingerprint(leaf)
+            entry["copy"] = snapshot == "copy"
+            if entry["copy"] or leaf.files.format != "parquet":
+                entry["snapshot"] = copies[leaf.table] = self._copy(leaf, entry)
+        return read_through(task, copies), list(found.values())
+
+    def _copy(self, leaf: Source, entry: dict[str, Any]) -> str:
+        """The store's copy of ``leaf``'s files as fingerprinted in ``entry``, made if none is."""
+        digest = hashlib.sha256(
+            json.dumps([entry["files"], leaf.key_names, [c.name for c in leaf.cols]], sort_keys=True).encode()
+        ).hexdigest()
+        found = self.store.copy_of(leaf.table, digest)
+        if found is not None:
+            return found.snapshot
+        self.progress(f"copying source {leaf.table} into the store")
+        rows = source_rows(self.spark, leaf)
+        copied = self.store.register_source(
+            leaf.table, rows, leaf.key_names, folder="copies", fingerprint=digest
+        )
+        return copied.snapshot
 
     def run(
         self,
@@ -173,6 +211,8 @@ class LineageSession:
         capture: Capture | None = None,
         code: str | None = None,
         reasons: str = "auto",
+        keys: Keys | None = None,
+        snapshot: str = "in-place",
     ) -> Run:
         """Run ``task`` and persist it.
 
@@ -188,7 +228,15 @@ class LineageSession:
         ``reasons="lazy"`` (lazy backend): model calls run in normal mode while the task runs;
         a question computes the reasons of the calls it reaches and keeps them in the run;
         ``"eager"``: reasons computed while the task runs; ``"auto"`` (default): lazy where a
-        model's reasons are expensive (``ReasoningUDF.reason_cost``)."""
+        model's reasons are expensive (``ReasoningUDF.reason_cost``).
+
+        Sources read with ``spark.read`` (Parquet, ORC, CSV, JSON), catalog tables and views
+        over them are read where they are, fingerprinted; a question about the run fails in
+        one line if one of their files changed since. ``keys``: the columns naming each such
+        table's rows (``{"orders": "order_id"}``), else file and position. ``snapshot="copy"``
+        reads them through a copy in the store instead, for files that change."""
+        if snapshot not in SNAPSHOTS:
+            raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOTS)}, not {snapshot!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         if run_id is not None:
@@ -214,10 +262,10 @@ class LineageSession:
         strategy = check_strategy(strategy or "fm")
         if check_reasons(reasons) == "lazy" and backend != "lazy":
             raise ValueError(f"reasons='lazy' applies to backend='lazy' only (got backend={backend!r})")
-        parsed = with_code(self.parse(task), task, code)
+        parsed, read_in_place = self._placed(with_code(self.parse(task, keys), task, code), snapshot)
         check = Check(self.store.catalog.fs, budget=budget())
-        for snapshot in sorted({n.snapshot for n in parsed.root.walk() if isinstance(n, Source)}):
-            check_snapshot(self.store.catalog, snapshot, None, check)
+        for snap in sorted({n.snapshot for n in parsed.root.walk() if isinstance(n, Source) and n.in_store}):
+            check_snapshot(self.store.catalog, snap, None, check)
         check.raise_any("a source the task reads is damaged")
         if backend == "lazy":
             costs = [lookup(n.udf).reason_cost for n in parsed.root.walk() if isinstance(n, Function)]
@@ -233,7 +281,7 @@ class LineageSession:
         self.progress(f"run {run_id}: {strategy}/{backend}, {len(list(root.walk()))} segment(s)")
         record = execute_run(
             self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture,
-            confidence=backend == "confidence", reasons=reasons,
+            confidence=backend == "confidence", reasons=reasons, read_in_place=read_in_place,
         )
         done = Run(self, record, parsed, root)
         done.mlflow_run = track(done, self.mlflow, self.scale_factor)
@@ -402,6 +450,7 @@ class Run:
         ``"auto"`` (the default, or ``$AL_TRACING_ENGINE``), in process wherever that gives
         Spark's answers exactly."""
         self._check_choice(where, rows, sample)
+        self._check_sources()
         backend = backend or self.backend
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -438,6 +487,7 @@ class Run:
         ``backend``: which kept indexes answer (a run captured with both storages)."""
         if (table is None) == (udf is None):
             raise ValueError("give table= (source rows) or udf= (model decisions)")
+        self._check_sources()
         index = self._index(backend or self.backend)
         with tuned_for_lookups(self.session.spark), duck.bounded("answering in process", "set it higher"):
             if udf is not None:
@@ -628,6 +678,10 @@ class Run:
             result.by_row = replace(result.by_row, targets=targets).local()
         result.engine = engine.name
         return result
+
+    def _check_sources(self) -> None:
+        """A question reads the user's files where they are: each must be as the run read it."""
+        check_fingerprints(self.record.get("read_in_place", []), self.id, budget())
 
     def _check_choice(self, where: str | None, rows: Any, sample: int | None) -> None:
         """One way of choosing output rows, each checked before anything runs."""

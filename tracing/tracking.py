@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from materialization.fingerprints import files_version, location
 from tracing.errors import first_line
 
 if TYPE_CHECKING:
@@ -132,8 +133,8 @@ def track(run: Run, option: Option, scale_factor: float | None = None) -> str | 
 
 
 def _log(run: Run, scale_factor: float | None, mlflow_run: str) -> str:
-    """Into the active MLflow run: tags, params and metrics, the snapshots read as dataset
-    inputs, the run's record as an artifact."""
+    """Into the active MLflow run: tags, params and metrics, the snapshots and the user's
+    files read as dataset inputs, the run's record as an artifact."""
     import mlflow
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.data.spark_dataset_source import SparkDatasetSource
@@ -141,10 +142,17 @@ def _log(run: Run, scale_factor: float | None, mlflow_run: str) -> str:
     mlflow.set_tags(run_tags(run))
     mlflow.log_params(run_params(run, scale_factor))
     mlflow.log_metrics(run_metrics(run))
+    copies = {e.get("snapshot") for e in run.record.get("read_in_place", [])}
     for snapshot, digest in run.record.get("inputs", []):
+        if snapshot in copies:
+            continue  # a copy of the user's files: logged as those files, below
         table = snapshot.rstrip("/").split("/")[-2]
         source = MetaDataset(SparkDatasetSource(path=snapshot), name=table, digest=digest[:16])
         mlflow.log_input(source, context="source")
+    for entry in run.record.get("read_in_place", []):  # the user's own files, by their paths
+        read = SparkDatasetSource(path=location(entry))
+        files = MetaDataset(read, name=entry["table"], digest=files_version(entry)[:16])
+        mlflow.log_input(files, context="source")
     mlflow.log_text(json.dumps(run.record, indent=2, default=str), "lineage_run.json")
     return mlflow_run
 

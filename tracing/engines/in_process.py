@@ -34,7 +34,7 @@ from materialization.duck_expressions import (
     to_duckdb,
     typed_duckdb,
 )
-from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated
+from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated, source_scan
 from materialization.duck_plan import quoted as q
 from materialization.integrity import Check
 from materialization.pushdown import Restriction, push_to_leaves
@@ -50,6 +50,7 @@ from segmenter.operators import (
 )
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
+from segmenter.sources import local_file
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
 from tracing.parquet_reader import local_path
@@ -93,7 +94,10 @@ def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
                 continue
             for e in evaluated(node, aggregates=recomputed):
                 to_duckdb(e, types)
-        paths += [leaf.snapshot for leaf in seg.leaves if isinstance(leaf, Source)]
+        for leaf in seg.leaves:
+            if isinstance(leaf, Source):
+                source_scan(leaf, _parquet)  # NotInProcess where DuckDB cannot read it
+                paths += [leaf.snapshot] if leaf.in_store or leaf.files is None else list(leaf.files.paths)
     size = sum(_bytes(p) for p in dict.fromkeys(paths))
     if size > MAX_BYTES:
         raise NotInProcess(f"the inputs hold {size:,} bytes (in process up to {MAX_BYTES:,})")
@@ -194,7 +198,11 @@ def _by_key(restriction: Restriction, key: tuple[str, ...] | None) -> Restrictio
 
 
 def _bytes(uri: str) -> int:
-    return sum(e.stat().st_size for e in os.scandir(_local(uri)) if e.is_file())
+    """A stored folder's bytes, or a source file's (read in place)."""
+    folder = _local(uri)
+    if os.path.isdir(folder):
+        return sum(e.stat().st_size for e in os.scandir(folder) if e.is_file())
+    return os.stat(local_file(uri) or folder).st_size
 
 
 class DuckEngine(DuckPlan):

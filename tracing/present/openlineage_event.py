@@ -36,6 +36,7 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.serde import Serde
 
+from materialization.fingerprints import files_version, location
 from reasoning_udfs.udf import load_declared
 from segmenter import operators as ops
 
@@ -58,6 +59,7 @@ def run_event(
     RunEvent; ``namespace``: the job's (default the store's URI, where its datasets live).
     The runId is a UUID derived from store and run id, so exporting twice names one run."""
     run_id = record["run_id"]
+    named = datasets(record, task, store)
     ol_run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{store}/runs/{run_id}"))
     facets: dict[str, RunFacet] = {
         f"{PREFIX}_modelCalls": ModelCallsRunFacet(udfs=_model_calls(record, task), producer=PRODUCER),
@@ -80,8 +82,8 @@ def run_event(
         producer=PRODUCER,
         run=Run(runId=ol_run_id, facets=facets),
         job=Job(namespace=namespace or store, name=job_name(task), facets=_job_facets(task)),
-        inputs=_inputs(task, store),
-        outputs=[_output(record, task, store)],
+        inputs=_inputs(task, named),
+        outputs=[_output(record, task, store, named)],
     )
 
 
@@ -150,37 +152,68 @@ def _schema(cols: Iterable[ops.Col]) -> schema_dataset.SchemaDatasetFacet:
     return schema_dataset.SchemaDatasetFacet(fields=fields, producer=PRODUCER)
 
 
-def _inputs(task: ops.Task, store: str) -> list[InputDataset]:
-    """One dataset per snapshot read (a table read twice, e.g. a self-join, once)."""
+Datasets = Mapping[str, tuple[str, str, str, str]]  # table -> namespace, name, version, URI
+
+
+def datasets(record: Mapping[str, Any], task: ops.Task, store: str) -> Datasets:
+    """Each source table as an OpenLineage dataset: a store snapshot in the store's
+    namespace; the user's files read in place by OpenLineage's naming of files (namespace
+    ``file`` or ``scheme://authority``, name their path), versioned by their fingerprint."""
+    in_place = {e["table"]: e for e in record.get("read_in_place", [])}
+    found: dict[str, tuple[str, str, str, str]] = {}
+    for node in task.root.walk():
+        if not isinstance(node, ops.Source) or node.table in found:
+            continue
+        entry = in_place.get(node.table)
+        if entry is None:
+            found[node.table] = (store, node.table, node.snapshot.rsplit("/", 1)[-1], node.snapshot)
+            continue
+        uri = location(entry)
+        scheme, _, rest = uri.partition(":")
+        if scheme == "file":
+            namespace, name = "file", "/" + rest.lstrip("/")
+        else:
+            authority, _, path = rest.lstrip("/").partition("/")
+            namespace, name = f"{scheme}://{authority}", "/" + path
+        found[node.table] = (namespace, name, files_version(entry), uri)
+    return found
+
+
+def _inputs(task: ops.Task, named: Datasets) -> list[InputDataset]:
+    """One dataset per table read (a table read twice, e.g. a self-join, once)."""
     read: dict[str, ops.Source] = {}
     for node in task.root.walk():
         if isinstance(node, ops.Source):
-            read.setdefault(node.snapshot, node)
-    return [
-        InputDataset(
-            namespace=store,
-            name=source.table,
-            facets={
-                "schema": _schema(source.cols),
-                "version": dataset_version_dataset.DatasetVersionDatasetFacet(
-                    datasetVersion=snapshot.rsplit("/", 1)[-1], producer=PRODUCER
-                ),
-                "dataSource": datasource_dataset.DatasourceDatasetFacet(
-                    name=store, uri=snapshot, producer=PRODUCER
-                ),
-            },
+            read.setdefault(node.table, node)
+    inputs = []
+    for table, source in read.items():
+        namespace, name, at, uri = named[table]
+        hidden = source.files is not None and source.files.row_id  # a row id of ours, not a column
+        inputs.append(
+            InputDataset(
+                namespace=namespace,
+                name=name,
+                facets={
+                    "schema": _schema(source.cols[:-1] if hidden else source.cols),
+                    "version": dataset_version_dataset.DatasetVersionDatasetFacet(
+                        datasetVersion=at, producer=PRODUCER
+                    ),
+                    "dataSource": datasource_dataset.DatasourceDatasetFacet(
+                        name=namespace, uri=uri, producer=PRODUCER
+                    ),
+                },
+            )
         )
-        for snapshot, source in read.items()
-    ]
+    return inputs
 
 
-def _output(record: Mapping[str, Any], task: ops.Task, store: str) -> OutputDataset:
+def _output(record: Mapping[str, Any], task: ops.Task, store: str, named: Datasets) -> OutputDataset:
     lineage = ColumnLineage(task)
     output = record["output"]
     return OutputDataset(
         namespace=store,
         name=f"runs/{record['run_id']}/{output['dir']}",
-        facets={"schema": _schema(task.output), "columnLineage": lineage.facet(task.output, store)},
+        facets={"schema": _schema(task.output), "columnLineage": lineage.facet(task.output, named)},
         outputFacets={
             "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
                 rowCount=output["rows"], size=output["bytes"], producer=PRODUCER
@@ -221,14 +254,14 @@ class ColumnLineage:
             self._decides(self.columns, key.expr.refs, "SORT")
 
     def facet(
-        self, output: Iterable[ops.Col], store: str
+        self, output: Iterable[ops.Col], named: Datasets
     ) -> column_lineage_dataset.ColumnLineageDatasetFacet:
         """The columnLineage facet of ``output``; a column computed from no source column
         (``COUNT(*)``) has only the dataset-level lineage."""
         fields = {
             c.name: column_lineage_dataset.Fields(
                 inputFields=[
-                    _field(store, src, [_transformation("DIRECT", via.subtype, via.udfs)])
+                    _field(named, src, [_transformation("DIRECT", via.subtype, via.udfs)])
                     for src, via in sorted(self.columns[c.id].items())
                 ]
             )
@@ -236,7 +269,7 @@ class ColumnLineage:
             if self.columns[c.id]
         }
         dataset = [
-            _field(store, src, [_transformation("INDIRECT", s) for s in sorted(subtypes)])
+            _field(named, src, [_transformation("INDIRECT", s) for s in sorted(subtypes)])
             for src, subtypes in sorted(self.indirect.items())
         ]
         return column_lineage_dataset.ColumnLineageDatasetFacet(
@@ -305,11 +338,12 @@ def _merge(parts: Iterable[Origins]) -> Origins:
 
 
 def _field(
-    store: str, src: SourceColumn, transformations: list[column_lineage_dataset.Transformation]
+    named: Datasets, src: SourceColumn, transformations: list[column_lineage_dataset.Transformation]
 ) -> column_lineage_dataset.InputField:
     table, column = src
+    namespace, name, _, _ = named[table]
     return column_lineage_dataset.InputField(
-        namespace=store, name=table, field=column, transformations=transformations
+        namespace=namespace, name=name, field=column, transformations=transformations
     )
 
 

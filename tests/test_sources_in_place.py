@@ -1,0 +1,219 @@
+"""Sources read where they are: ``spark.read`` of Parquet and CSV, a catalog table and a temp
+view are sources with no ``register_table``; the run fingerprints their files, a question
+reads them in place (in process), and a file changed since the run is a one-line error.
+
+One small retail job (customers CSV, orders Parquet in two files, reviews Parquet; a left
+join, a model call, a join and a grouping) runs once in place and once over the same data
+registered in the store: the two answers must name the same rows (checked in process and by
+Spark, lazy and eager), and keyless rows must be found again at their file and position.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from materialization.fingerprints import SourceChangedError
+from reasoning_udfs.text_rules import keyword_sentiment
+from segmenter.errors import UnknownSourceError
+from segmenter.operators import Source
+from segmenter.sources import ROW_SHIFT, local_file
+from tracing import LineageSession
+
+WORDS = ["good great", "bad terrible", "poor", "excellent love", "broke bad"]
+ASKED = "segment = 'enterprise' AND mood = 'Negative'"
+
+
+def _files(folder: Path, spark: SparkSession) -> dict[str, pd.DataFrame]:
+    customers = pd.DataFrame(
+        {
+            "customer_id": range(8),
+            "name": [f"c{i}" for i in range(8)],
+            "segment": ["enterprise" if i % 3 == 0 else "retail" for i in range(8)],
+        }
+    )
+    orders = pd.DataFrame(
+        {
+            "order_id": range(20),
+            "customer_id": [i % 7 for i in range(20)],
+            "amount": [float(i * 7 % 13) for i in range(20)],
+        }
+    )
+    reviews = pd.DataFrame(
+        {"order_id": list(range(0, 20, 2)) + [1, 3], "text": [WORDS[i % 5] for i in range(12)]}
+    )
+    customers.to_csv(folder / "customers.csv", index=False)
+    (folder / "orders").mkdir()
+    orders.iloc[:11].to_parquet(folder / "orders" / "part-0.parquet", index=False)
+    orders.iloc[11:].to_parquet(folder / "orders" / "part-1.parquet", index=False)
+    reviews.to_parquet(folder / "reviews.parquet", index=False)
+    return {"customers": customers, "orders": orders, "reviews": reviews}
+
+
+def _task(customers: DataFrame, orders: DataFrame, reviews: DataFrame) -> DataFrame:
+    scored = orders.join(reviews, "order_id", "left").withColumn("mood", keyword_sentiment("text"))
+    return (
+        customers.join(scored, "customer_id")
+        .groupBy("segment", "mood")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("amount").alias("amount"))
+    )
+
+
+def _read(spark: SparkSession, folder: Path) -> tuple[DataFrame, DataFrame, DataFrame]:
+    customers = (
+        spark.read.option("header", True).option("inferSchema", True).csv(str(folder / "customers.csv"))
+    )
+    return (
+        customers,
+        spark.read.parquet(str(folder / "orders")),
+        spark.read.parquet(str(folder / "reviews.parquet")),
+    )
+
+
+@pytest.fixture(scope="module")
+def retail(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("retail")
+    frames = _files(folder, spark)
+    als = LineageSession(spark, store=str(folder / "store"))
+    in_place = als.run(_task(*_read(spark, folder)), keys={"customers": "customer_id"})
+    registered = [
+        als.register_table("reg_customers", frames["customers"], key="customer_id"),
+        als.register_table("reg_orders", frames["orders"]),
+        als.register_table("reg_reviews", frames["reviews"]),
+    ]
+    reference = als.run(_task(*registered))
+    yield {"folder": folder, "als": als, "run": in_place, "reference": reference}
+
+
+def _rows(lin: Any, table: str) -> set[tuple[Any, ...]]:
+    """A table's lineage rows by value (row ids differ between a file and its registration)."""
+    return {tuple(sorted((k, v) for k, v in r.items() if k != "_rid")) for r in lin.source_rows(table)}
+
+
+def test_files_read_in_place_give_the_registered_answer(retail: dict[str, Any]) -> None:
+    run, reference = retail["run"], retail["reference"]
+    found = {s.table: s for s in run.task.root.walk() if isinstance(s, Source)}
+    assert sorted(found) == ["customers", "orders", "reviews"]
+    assert [local_file(p) for p in found["orders"].files.paths] == [  # type: ignore[union-attr]
+        str(retail["folder"] / "orders" / f"part-{i}.parquet") for i in (0, 1)
+    ]
+    assert found["orders"].key_names == ("_rid",) and found["customers"].key_names == ("customer_id",)
+    assert not found["orders"].in_store and found["customers"].in_store  # CSV: Spark's parse, copied once
+    printed = {e["table"]: e for e in run.record["read_in_place"]}
+    assert [f["rows"] for f in printed["orders"]["files"]] == [11, 9]
+    assert printed["customers"]["digest_of"] == "content" and not printed["customers"]["copy"]
+
+    want = reference.lineage(where=ASKED)
+    assert want.engine == "in-process"
+    for engine in ("in-process", "spark"):
+        got = run.lineage(where=ASKED, engine=engine)
+        assert got.engine == engine
+        for table in ("customers", "orders", "reviews"):
+            assert _rows(got, table) == _rows(want, f"reg_{table}"), (engine, table)
+            assert got.source_ids(table) == run.lineage(where=ASKED).source_ids(table)
+        assert len(got.reasoning_rows("keyword_sentiment")) == len(want.reasoning_rows("keyword_sentiment"))
+    assert _rows(want, "reg_reviews") and _rows(want, "reg_orders")  # the question reaches every table
+
+    event = run.openlineage()  # a catalog sees the user's files, versioned by their fingerprint
+    inputs = {(i["namespace"], i["name"]): i for i in event["inputs"]}
+    orders_at = ("file", str(retail["folder"] / "orders"))
+    assert set(inputs) == {
+        orders_at,
+        ("file", str(retail["folder"] / "reviews.parquet")),
+        ("file", str(retail["folder"] / "customers.csv")),
+    }
+    assert [f["name"] for f in inputs[orders_at]["facets"]["schema"]["fields"]] == [
+        "order_id",
+        "customer_id",
+        "amount",
+    ]
+    read = {
+        (f["namespace"], f["name"])
+        for c in event["outputs"][0]["facets"]["columnLineage"]["fields"].values()
+        for f in c["inputFields"]
+    }
+    assert orders_at in read
+
+    later = retail["als"].load_run(run.id).lineage(where=ASKED)  # a later process: the record alone
+    assert later.source_ids("orders") == run.lineage(where=ASKED).source_ids("orders")
+
+
+def test_a_keyless_row_is_named_by_its_file_and_position(retail: dict[str, Any]) -> None:
+    run = retail["run"]
+    lin = run.lineage(where=ASKED)
+    orders = next(s for s in run.task.root.walk() if isinstance(s, Source) and s.table == "orders")
+    files = [pq.read_table(local_file(p)).to_pylist() for p in orders.files.paths]  # type: ignore[union-attr,arg-type]
+    rows = lin.source_rows("orders")
+    assert rows
+    for row in rows:
+        at = files[row["_rid"] >> ROW_SHIFT][row["_rid"] & ((1 << ROW_SHIFT) - 1)]
+        assert at == {k: v for k, v in row.items() if k != "_rid"}
+
+
+def test_an_eager_run_over_files_answers_the_same(retail: dict[str, Any], spark: SparkSession) -> None:
+    eager = retail["als"].run(
+        _task(*_read(spark, retail["folder"])), keys={"customers": "customer_id"}, backend="eager"
+    )
+    want = retail["run"].lineage(where=ASKED)
+    got = eager.lineage(where=ASKED)
+    for table in ("customers", "orders", "reviews"):
+        assert got.source_ids(table) == want.source_ids(table), table
+    some = sorted(want.source_ids("orders"))[0]
+    assert eager.forward(table="orders", ids=[some]).rows  # forward questions read the files too
+
+
+def test_a_changed_or_missing_file_is_a_one_line_error(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "events.parquet"
+    pd.DataFrame({"k": [1, 2, 3], "v": ["a", "b", "a"]}).to_parquet(path, index=False)
+    als = LineageSession(spark, store=str(tmp_path / "store"))
+
+    def task() -> DataFrame:
+        return spark.read.parquet(str(path)).groupBy("v").count()
+
+    run, copied = als.run(task()), als.run(task(), snapshot="copy")
+    assert run.lineage(where="v = 'a'").source_ids("events")
+    os.utime(path, ns=(1, 1))  # touched, not changed: the digest still matches
+    assert len(run.lineage(where="v = 'a'").source_rows("events")) == 2
+
+    pd.DataFrame({"k": [1, 2, 3], "v": ["a", "a", "a"]}).to_parquet(path, index=False)
+    with pytest.raises(SourceChangedError) as changed:
+        run.lineage(where="v = 'a'")
+    message = str(changed.value)
+    assert "\n" not in message and str(path) in message and run.id in message and "snapshot='copy'" in message
+    assert len(copied.lineage(where="v = 'a'").source_rows("events")) == 2  # its own copy: as it was
+
+    path.unlink()
+    with pytest.raises(SourceChangedError, match="is gone"):
+        als.load_run(run.id).lineage(where="v = 'a'")
+
+
+def test_catalog_tables_views_and_globs_keep_the_users_names(spark: SparkSession, tmp_path: Path) -> None:
+    pd.DataFrame({"k": [1, 2], "v": ["x", "y"]}).to_parquet(tmp_path / "a.parquet", index=False)
+    pd.DataFrame({"k": [3], "v": ["z"]}).to_parquet(tmp_path / "b.parquet", index=False)
+    als = LineageSession(spark, store=str(tmp_path / "store"))
+    spark.read.parquet(str(tmp_path / "a.parquet")).write.option("path", str(tmp_path / "tbl")).saveAsTable(
+        "in_place_items"
+    )
+    try:
+        spark.read.parquet(str(tmp_path / "*.parquet")).createOrReplaceTempView("my_events")
+        task = spark.sql("SELECT e.v, i.k FROM my_events e JOIN in_place_items i ON e.k = i.k")
+        tables = {
+            s.table: s for s in als.parse(task, keys={"my_events": "k"}).root.walk() if isinstance(s, Source)
+        }
+        assert sorted(tables) == ["in_place_items", "my_events"]
+        assert len(tables["my_events"].files.paths) == 2 and tables["my_events"].key_names == ("k",)  # type: ignore[union-attr]
+        with pytest.raises(UnknownSourceError, match=r"keys= names \['nope'\]"):
+            als.parse(task, keys={"nope": "k"})
+        with pytest.raises(UnknownSourceError, match="no key column"):
+            als.parse(task, keys={"my_events": "id"})
+    finally:
+        spark.sql("DROP TABLE IF EXISTS in_place_items")
+        spark.catalog.dropTempView("my_events")

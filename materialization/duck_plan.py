@@ -39,7 +39,7 @@ from segmenter.operators import (
     Union,
 )
 from segmenter.segments import Segment
-from segmenter.sources import ROW_SHIFT, local_file
+from segmenter.sources import ROW_SHIFT, local_file, read_by_spark_only
 
 
 def quoted(name: str) -> str:
@@ -63,8 +63,8 @@ def source_scan(node: Source, scan: Callable[[str], str]) -> str:
     files = node.files
     if node.in_store or files is None:
         return scan(node.snapshot)
-    if files.format != "parquet":
-        raise NotInProcess(f"source {node.table} is {files.format} read in place, which only Spark parses")
+    if read_by_spark_only(files):
+        raise NotInProcess(f"source {node.table} is read in place as only Spark parses it")
     paths = [local_file(f) for f in files.paths]
     if any(p is None for p in paths):
         raise NotInProcess(f"source {node.table} is not on the local file system")

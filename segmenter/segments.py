@@ -187,3 +187,32 @@ def render_segments(root: Segment) -> str:
         kind = "D" if seg.is_d else "Non-D"
         lines.append(f"segment {seg.id} [{kind}] {seg.pattern()}  <- {', '.join(inputs)}")
     return "\n".join(lines)
+
+
+_CHECKS = {"anti": "anti-join (NOT EXISTS, NOT IN, an outer join's unmatched row)", "distinct": "EXCEPT"}
+
+
+def control_reads(root: Segment) -> dict[str, dict[int, tuple[str, int]]]:
+    """Where source rows are only checked, not used (docs/semantics.md, "Contributing and
+    control lineage"): per table, each segment whose reads of it are control rows, with what
+    checks them. A difference's right input is tested for the absence of a match (the D rule
+    gives all of it): every row read below it is control. A difference that reads one table
+    on both sides cannot tell its reads apart: they count as contributing."""
+    found: dict[str, dict[int, tuple[str, int]]] = {}
+    for seg in root.walk():
+        if not seg.is_d:
+            continue
+        assert isinstance(seg.top, Difference)
+        check = (_CHECKS.get(seg.top.kind, "EXCEPT ALL"), seg.id)
+        left, right = seg.leaves
+        if isinstance(right, Source):
+            if not (isinstance(left, Source) and left.table == right.table):
+                found.setdefault(right.table, {}).setdefault(seg.id, check)
+            continue
+        below = seg.child_for(right)
+        assert below is not None
+        for inner in below.walk():
+            for leaf in inner.leaves:
+                if isinstance(leaf, Source):
+                    found.setdefault(leaf.table, {}).setdefault(inner.id, check)
+    return found

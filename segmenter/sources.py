@@ -34,6 +34,13 @@ from segmenter.operators import (
 JObj = Any  # a py4j JavaObject
 
 IN_PLACE_FORMATS = ("parquet", "orc", "csv", "json")
+
+
+def read_by_spark_only(files: Files) -> bool:
+    """Whether only Spark parses these files as the task read them: every format but Parquet
+    (DuckDB's parsers are not Spark's, and Spark gives no row position in them), and a
+    partitioned folder (its partition values are typed by Spark's inference from the paths)."""
+    return files.format != "parquet" or "basepath" in dict(files.options)
 ROW_SHIFT = 40  # a keyless row's id: file ordinal (in the sorted file list) << 40 | row position
 _NOT_OPTIONS = {"path", "paths"}  # where, not how: the file list says where
 
@@ -83,17 +90,22 @@ class SourceReader:
         if not files:
             raise UnknownSourceError(f"the task reads {', '.join(roots)}, which holds no {fmt} file")
         table = self._name(_catalog_name(plan) or view or _stem(roots[0]), files)
+        options = _options(relation)
+        if relation.partitionSchema().nonEmpty() and "basepath" not in dict(options):
+            if len(roots) != 1:
+                raise UnknownSourceError(f"{table!r} reads several partitioned folders: read each alone")
+            options = tuple(sorted((*options, ("basepath", roots[0]))))  # its values are in the paths
         key = self.keys.get(table.lower())
         if key is not None:
             self.used_keys.add(table.lower())
-            return Source(table, cols, _key_ids(table, key, cols), "", Files(fmt, files, _options(relation)))
+            return Source(table, cols, _key_ids(table, key, cols), "", Files(fmt, files, options))
         if any(c.name.lower() == ROW_ID_COLUMN for c in cols):
             raise UnknownSourceError(
                 f"source {table!r} has a column named {ROW_ID_COLUMN}, the name of the row id a "
                 f"keyless source gets: declare its key, als.run(..., keys={{{table!r}: [...]}})"
             )
         rid = Col(self.fresh_id(ROW_ID_COLUMN), ROW_ID_COLUMN, "bigint")
-        leaf = Source(table, (*cols, rid), (rid.id,), "", Files(fmt, files, _options(relation), row_id=True))
+        leaf = Source(table, (*cols, rid), (rid.id,), "", Files(fmt, files, options, row_id=True))
         return Projection(leaf, tuple((c, column_expr(c)) for c in cols))
 
     def check_keys(self) -> None:

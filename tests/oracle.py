@@ -1074,6 +1074,9 @@ class Lineage:
     source: dict[str, set[tuple[Value, ...]]]  # table -> key tuples
     reasoning: set[tuple]  # (udf, ((arg, value),), value, reason items)
     intermediate: dict[int, set[Row]]  # id(node) -> intermediate lineage (Definition 7)
+    # the two parts of ``source`` (docs/semantics.md), each found by a walk of its own
+    contributing: dict[str, set[tuple[Value, ...]]] = field(default_factory=dict)
+    control: dict[str, set[tuple[Value, ...]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -1147,7 +1150,40 @@ class Oracle:
                 trace(child, set().union(*(p[i] for p in parts)))
 
         trace(root, targets)
-        return Lineage(source, reasoning, dict(inter))
+        reached = self._reached(root, targets)
+        contributing = {t: reached[False][t] for t in source}
+        control = {t: reached[True][t] - reached[False][t] for t in source}
+        for t in source:
+            assert contributing[t] | control[t] == source[t], f"the two parts of {t} are not its lineage"
+        return Lineage(source, reasoning, dict(inter), contributing, control)
+
+    def _reached(self, root: Node, targets: set[Row]) -> dict[bool, dict[str, set[tuple[Value, ...]]]]:
+        """Source rows reached from ``targets`` by paths that never enter a difference's right
+        input (False: contributing) and by paths that do (True: rows only checked for
+        absence, and every row below them). Definition 6's walk with one more bit per path."""
+        reached: dict[bool, dict[str, set[tuple[Value, ...]]]] = {
+            kind: {t: set() for t in tables_of(root)} for kind in (False, True)
+        }
+        seen: dict[tuple[int, bool], set[Row]] = defaultdict(set)
+
+        def walk(node: Node, wanted: set[Row], checked: bool) -> None:
+            new = wanted - seen[id(node), checked]
+            if not new:
+                return
+            seen[id(node), checked] |= new
+            if isinstance(node, Leaf):
+                reached[checked][node.table] |= {t[:1] for t in new}
+                return
+            op = node.lineage_node()
+            if not op.children:  # a constant relation: no source rows
+                return
+            parts = [self.operator_lineage(node, o) for o in new]
+            for i, child in enumerate(op.children):
+                subtrahend = isinstance(op, Minus) and i == 1
+                walk(child, set().union(*(p[i] for p in parts)), checked or subtrahend)
+
+        walk(root, targets, False)
+        return reached
 
 
 # --- engine answers in the oracle's shape ----------------------------------------------------
@@ -1164,6 +1200,16 @@ def engine_reasoning(lin: Any) -> set[tuple]:
 
 def engine_source(lin: Any, tables: Iterable[str]) -> dict[str, set[tuple[Value, ...]]]:
     return {t: lin.source_ids(t) for t in tables}
+
+
+def engine_parts(lin: Any, tables: Iterable[str]) -> tuple[dict[str, set[tuple[Value, ...]]], ...]:
+    """An answer's contributing and control rows by key, in the oracle's shape."""
+
+    def ids(rows: list[dict[str, Any]], table: str) -> set[tuple[Value, ...]]:
+        return {tuple(r[k] for k in lin.keys[table]) for r in rows}
+
+    contributing = {t: ids(lin.contributing_rows(t), t) for t in tables}
+    return contributing, {t: ids(lin.control_rows(t), t) for t in tables}
 
 
 # --- source tables ---------------------------------------------------------------------------

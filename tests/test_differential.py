@@ -89,8 +89,9 @@ class Lineage:
 
     targets: list[dict[str, Any]]
     source: dict[str, list[dict[str, Any]]]
+    contributing: dict[str, list[dict[str, Any]]]  # the source rows less those only checked
     reasoning: frozenset[tuple[str, int, str, str, str, str]]
-    rows: tuple[str, ...] | None  # per output row: its values, source rows, their paths and calls
+    rows: tuple[str, ...] | None  # per output row: its values, source rows (contributing), paths, calls
 
     @classmethod
     def of(cls, lin: AugmentedLineage) -> Lineage:
@@ -98,19 +99,25 @@ class Lineage:
         rows = None
         if data["rows"] is not None:
             rows = tuple(sorted(
-                _key([r["output"], r["source"], r["paths"], sorted(map(_key, _calls(r["reasoning"])))])
+                _key([
+                    r["output"], r["source"], r["contributing"], r["paths"],
+                    sorted(map(_key, _calls(r["reasoning"]))),
+                ])
                 for r in data["rows"]
             ))
         reasoning = _calls(data["reasoning_lineage"])
         # reasoning_rows() must not report the same call twice
         assert len(reasoning) == len(data["reasoning_lineage"])
-        return cls(data["targets"], data["source_lineage"], reasoning, rows)
+        contributing = data["contributing_lineage"]
+        unchecked = [t for t in contributing if t not in data["control_lineage"]]
+        assert all(data["source_lineage"][t] == contributing[t] for t in unchecked)
+        return cls(data["targets"], data["source_lineage"], contributing, reasoning, rows)
 
     def alone(self) -> Lineage:
         """The same answer without its targets' multiplicity (a question by ``rows=`` asks
         about every output row equal to the one given)."""
         unique = sorted({_key(t): t for t in self.targets}.items())
-        return Lineage([t for _, t in unique], self.source, self.reasoning, None)
+        return Lineage([t for _, t in unique], self.source, self.contributing, self.reasoning, None)
 
     def calls(self) -> frozenset[tuple[str, ...]]:
         """The model calls, without the rows each read."""
@@ -512,9 +519,17 @@ def test_each_source_row_names_the_path_it_came_by(suite: Suite, backend: str) -
     returned = {(x.l_orderkey, x.l_linenumber) for x in rows if x.l_returnflag == "R" and x.l_suppkey == 12}
     by_truck = {(x.l_orderkey, x.l_linenumber) for x in rows if x.l_shipmode in ("TRUCK", "RAIL")}
     assert by_path == {"0 1": returned, "0 2": by_truck}
+    # the text leads with the contributing rows (the left side's), the right side counted
     shown = [line for line in str(lin).splitlines() if "(via segments" in line]
-    ends = ("(via segments 0 → 1)", "(via segments 0 → 2)")
-    assert len(shown) == 10 and all(line.endswith(ends) for line in shown)  # the first 10 rows shown
+    assert len(shown) == min(10, len(returned)) and all("(via segments 0 → 1" in line for line in shown)
+
+    def ids(found: list[dict[str, Any]]) -> set[tuple[int, int]]:
+        return {(x["l_orderkey"], x["l_linenumber"]) for x in found}
+
+    assert ids(lin.contributing_rows("lineitem")) == returned
+    assert ids(lin.control_rows("lineitem")) == by_truck - returned
+    assert lin.checks("lineitem") == ["the EXCEPT ALL of segment 0"]
+    assert f"+ {len(by_truck - returned)} row(s) only checked, by the EXCEPT ALL of segment 0" in str(lin)
 
     r = suite.runs("sql_subqueries")
     run = r.runs["fm" if backend == "lazy" else "eager"]

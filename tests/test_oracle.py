@@ -43,6 +43,7 @@ from tests.oracle import (
     definition5,
     describe,
     distinct,
+    engine_parts,
     engine_reasoning,
     engine_source,
     is_difference,
@@ -154,6 +155,9 @@ def _compare(lin: object, expected: Lineage, tables: set[str], where: str) -> No
     )
     non_empty = sorted(t for t, keys in expected.source.items() if keys)
     assert lin.tables == non_empty, f"lin.tables of {where}"  # type: ignore[attr-defined]
+    contributing, control = engine_parts(lin, tables)
+    assert contributing == expected.contributing, f"contributing rows of {where}"
+    assert control == expected.control, f"control rows of {where}"
     assert engine_reasoning(lin) == expected.reasoning, f"reasoning lineage of {where}"
 
 

@@ -10,6 +10,7 @@ Spark, lazy and eager), and keyless rows must be found again at their file and p
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from segmenter.operators import Source
 from segmenter.sources import ROW_SHIFT, local_file
 from tracing import LineageSession
 
+ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["good great", "bad terrible", "poor", "excellent love", "broke bad"]
 ASKED = "segment = 'enterprise' AND mood = 'Negative'"
 
@@ -90,12 +92,14 @@ def retail(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Ite
         als.register_table("reg_reviews", frames["reviews"]),
     ]
     reference = als.run(_task(*registered))
-    yield {"folder": folder, "als": als, "run": in_place, "reference": reference}
+    yield {"folder": folder, "als": als, "run": in_place, "reference": reference, "frames": frames}
 
 
-def _rows(lin: Any, table: str) -> set[tuple[Any, ...]]:
-    """A table's lineage rows by value (row ids differ between a file and its registration)."""
-    return {tuple(sorted((k, v) for k, v in r.items() if k != "_rid")) for r in lin.source_rows(table)}
+def _rows(lin: Any, table: str, part: str = "source") -> set[tuple[Any, ...]]:
+    """A table's lineage rows (``part``: source, contributing or control) by value: row ids
+    differ between a file and its registration."""
+    rows = getattr(lin, f"{part}_rows")(table)
+    return {tuple(sorted((k, v) for k, v in r.items() if k != "_rid")) for r in rows}
 
 
 def test_files_read_in_place_give_the_registered_answer(retail: dict[str, Any]) -> None:
@@ -117,7 +121,8 @@ def test_files_read_in_place_give_the_registered_answer(retail: dict[str, Any]) 
         got = run.lineage(where=ASKED, engine=engine)
         assert got.engine == engine
         for table in ("customers", "orders", "reviews"):
-            assert _rows(got, table) == _rows(want, f"reg_{table}"), (engine, table)
+            for part in ("source", "contributing", "control"):
+                assert _rows(got, table, part) == _rows(want, f"reg_{table}", part), (engine, table, part)
             assert got.source_ids(table) == run.lineage(where=ASKED).source_ids(table)
         assert len(got.reasoning_rows("keyword_sentiment")) == len(want.reasoning_rows("keyword_sentiment"))
     assert _rows(want, "reg_reviews") and _rows(want, "reg_orders")  # the question reaches every table
@@ -144,6 +149,39 @@ def test_files_read_in_place_give_the_registered_answer(retail: dict[str, Any]) 
 
     later = retail["als"].load_run(run.id).lineage(where=ASKED)  # a later process: the record alone
     assert later.source_ids("orders") == run.lineage(where=ASKED).source_ids("orders")
+
+
+def test_an_outer_joins_matched_side_is_control_lineage(retail: dict[str, Any]) -> None:
+    """A group's contributing orders and reviews are exactly its customers' (those with the
+    group's mood); the orders with a review that an unreviewed order was checked against (the
+    left join's NULL-padded rows) are control rows, apart."""
+    frames = retail["frames"]
+    texts = dict(zip(frames["reviews"]["order_id"], frames["reviews"]["text"]))
+    enterprise = set(frames["customers"].query("segment == 'enterprise'")["customer_id"])
+    for mood in ("Negative", "Positive"):  # an unreviewed order's mood is Positive: padded rows
+        lin = retail["run"].lineage(where=f"segment = 'enterprise' AND mood = '{mood}'")
+        group = {
+            o: c
+            for o, c in zip(frames["orders"]["order_id"], frames["orders"]["customer_id"])
+            if c in enterprise and keyword_sentiment.main(texts.get(o)) == mood
+        }
+        assert {r["customer_id"] for r in lin.contributing_rows("customers")} == set(group.values())
+        orders = lin.contributing_rows("orders")
+        assert {r["order_id"] for r in orders} == set(group)
+        assert {r["order_id"] for r in lin.contributing_rows("reviews")} == set(group) & set(texts)
+        padded = set(group) - set(texts)
+        for table in ("orders", "reviews"):
+            checked, used = lin.control_rows(table), lin.contributing_rows(table)
+            assert bool(checked) == bool(padded), (mood, table)  # only a padded row checks
+            assert not {r["_rid"] for r in checked} & {r["_rid"] for r in used}
+            assert len(checked) + len(used) == len(lin.source_rows(table))
+        if padded:  # what it was checked against: every order with a review (T₁ ⋉ T₂)
+            assert {r["order_id"] for r in lin.source_rows("orders")} == set(group) | set(texts)
+            assert lin.checks("orders") and "anti-join" in lin.checks("orders")[0]
+            assert "only checked, by the anti-join" in str(lin)
+            data = lin.to_dict()
+            assert data["control_lineage"]["reviews"]["rows"] == len(lin.control_rows("reviews"))
+            assert data["rows"][0]["contributing"]["orders"] == orders
 
 
 def test_a_keyless_row_is_named_by_its_file_and_position(retail: dict[str, Any]) -> None:
@@ -214,6 +252,28 @@ def test_catalog_tables_views_and_globs_keep_the_users_names(spark: SparkSession
             als.parse(task, keys={"nope": "k"})
         with pytest.raises(UnknownSourceError, match="no key column"):
             als.parse(task, keys={"my_events": "id"})
+        parted = tmp_path / "parted"  # a partitioned folder: its k comes from the paths
+        spark.read.parquet(str(tmp_path / "*.parquet")).write.partitionBy("k").parquet(str(parted))
+        run = als.run(spark.read.parquet(str(parted)).groupBy("k").count())
+        (source,) = [s for s in run.task.root.walk() if isinstance(s, Source)]
+        assert source.in_store and dict(source.files.options)["basepath"].endswith("parted")  # type: ignore[union-attr]
+        lin = run.lineage(where="k = 3")
+        assert lin.engine == "in-process" and [r["v"] for r in lin.source_rows("parted")] == ["z"]
     finally:
         spark.sql("DROP TABLE IF EXISTS in_place_items")
         spark.catalog.dropTempView("my_events")
+
+
+def test_the_own_job_example_runs_as_written(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/own_job.py, as the README shows it: plain spark.read, a left join, a window."""
+    example = importlib.util.spec_from_file_location("own_job", ROOT / "examples" / "own_job.py")
+    assert example is not None and example.loader is not None
+    own_job = importlib.util.module_from_spec(example)
+    example.loader.exec_module(own_job)
+    own_job.main(tmp_path / "data", str(tmp_path / "store"))
+    printed = capsys.readouterr().out
+    assert f"orders: 10 row(s) of {tmp_path / 'data' / 'orders'} (parquet, 2 file(s))" in printed
+    assert "    + 33 row(s) only checked, by the anti-join" in printed  # the left join's matched side
+    assert "[part-0.parquet row 4]" in printed and printed.rstrip().endswith("in-process")

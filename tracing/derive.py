@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from materialization.compile import ROW_ID
 from materialization.pushdown import Restriction
 from segmenter.operators import Source
-from segmenter.segments import Segment
+from segmenter.segments import Segment, control_reads
 from tracing.call_reads import Renumbering
 from tracing.engines import Engine
 from tracing.lineage import (
@@ -108,9 +108,16 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
             )
         )
     routes = root.routes()
+    control = control_reads(root)
     if targets is None or not targets.numbered:
         found = {t: engine.union_distinct([rows for _, rows, _ in parts]) for t, parts in source.items()}
-        return AugmentedLineage(source=found, reasoning=reasoning, queries=stats, routes=routes)
+        used = {t: [rows for s, rows, _ in ps if s not in control.get(t, {})] for t, ps in source.items()}
+        contributing = {
+            t: engine.union_distinct(r) if t in control else found[t] for t, r in used.items() if r
+        }
+        answer = AugmentedLineage(source=found, reasoning=reasoning, queries=stats, routes=routes)
+        answer.control, answer.contributing = control, contributing
+        return answer
     source = {t: [(seg, as_arrow(rows), ids) for seg, rows, ids in parts] for t, parts in source.items()}
     wide = {table: _once(parts, keys[table]) for table, parts in source.items()}
     narrow = {t: _narrow_key(rows, keys[t]) for t, rows in wide.items()}
@@ -122,6 +129,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     answer = rooted.merged(stats, keys)
     answer.reads = reads
     answer.routes = routes
+    answer.control = control
     return answer
 
 

@@ -28,7 +28,7 @@ from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task
-from segmenter.segments import Segment
+from segmenter.segments import Segment, control_reads
 from tracing.allowed_sql import check_where
 from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
@@ -255,6 +255,7 @@ class EagerIndex:
             reads=reads,
             routes=self.root.routes(),
             run_id=self.record["run_id"],
+            control=control_reads(self.root),
         )
 
     @staticmethod

@@ -27,6 +27,8 @@ from pyspark.sql import DataFrame, Row
 from materialization.compile import ROW_ID
 from reasoning_udfs.explanations import to_shap
 from segmenter.errors import LineageError
+from segmenter.operators import ROW_ID_COLUMN
+from segmenter.sources import ROW_SHIFT
 from tracing import views
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows, to_pylist
 from tracing.confidence.answer import ConfidenceAnswer
@@ -35,6 +37,7 @@ from tracing.gc_pause import gc_paused
 SHOW_ROWS = 10
 PER_ROW_MAX = 1_000  # chosen output rows answered apart (more: one merged answer)
 SCHEMA_VERSION = 3  # of to_dict's shape: 2 added "rows", "run_id" and a call's "reads"; 3 a row's "paths"
+RowList = list[dict[str, Any]]
 SEGMENT = "__segment"  # the segment whose input a source row is, in a per-row answer
 
 CallKey = tuple[int, str, str]  # a model call: its segment, UDF and inputs (as JSON)
@@ -124,6 +127,11 @@ class AugmentedLineage:
     reads: Reads = field(default_factory=dict)  # the source rows each model call read
     routes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # segment -> its path from the root
     run_id: str | None = None
+    origins: dict[str, dict[str, Any]] = field(default_factory=dict)  # tables read in place: their files
+    # per table, the segments whose reads of it are control rows, with what checks them
+    control: dict[str, dict[int, tuple[str, int]]] = field(default_factory=dict)
+    contributing: dict[str, Rows] | None = None  # an answer not kept per row: rows read outside control
+    _split: dict[str, tuple[RowList, RowList]] = field(default_factory=dict, repr=False)
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _calls: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
@@ -147,6 +155,70 @@ class AugmentedLineage:
         if not key:
             raise KeyError(f"no key known for table {table!r}")
         return {tuple(r[k] for k in key) for r in self.source_rows(table)}
+
+    def contributing_rows(self, table: str) -> list[dict[str, Any]]:
+        """Rows of ``table`` whose values reached the chosen rows: the source lineage less the
+        rows only checked for absence (docs/semantics.md, "Contributing and control lineage")."""
+        return self._parts(table)[0]
+
+    def control_rows(self, table: str) -> list[dict[str, Any]]:
+        """Rows of ``table`` that were only checked for absence: a difference's subtrahend,
+        the matched side of an anti-join or of an outer join's unmatched row (``checks``)."""
+        return self._parts(table)[1]
+
+    def checks(self, table: str) -> list[str]:
+        """What checked ``table``'s control rows: "the anti-join (…) of segments 12, 17"."""
+        if not self.control_rows(table):
+            return []
+        by: dict[str, set[int]] = {}
+        for construct, segment in self.control.get(table, {}).values():
+            by.setdefault(construct, set()).add(segment)
+        return [
+            f"the {c} of segment{'s' if len(segs) > 1 else ''} {', '.join(map(str, sorted(segs)))}"
+            for c, segs in sorted(by.items())
+        ]
+
+    def split(self, table: str) -> tuple[RowList, RowList]:
+        """Contributing and control rows where the answer tells them apart, else all rows."""
+        try:
+            return self._parts(table)
+        except LineageError:
+            return self.source_rows(table), []
+
+    def _control_dict(self) -> dict[str, Any]:
+        """Per table with control rows: how many, and what checked them."""
+        found = {}
+        for t in self.tables:
+            checked = self.split(t)[1]
+            if checked:
+                found[t] = {"rows": len(checked), "checked_by": self.checks(t)}
+        return found
+
+    def _parts(self, table: str) -> tuple[RowList, RowList]:
+        if table not in self._split:
+            rows = self.source_rows(table)
+            reads = self.control.get(table)
+            if not reads or not rows:
+                self._split[table] = (rows, [])
+            elif self.by_row is not None and table in self.by_row.via:
+                via = as_arrow(self.by_row.via[table])
+                names = [c for c in via.column_names if c not in (ROW_ID, SEGMENT)]
+                key = [k for k in self.keys.get(table, ()) if k in names] or names
+                segs = via.column(SEGMENT)
+                outside = via.filter(pc.invert(pc.is_in(segs, value_set=pa.array(list(reads), segs.type))))
+                used = {_row_key(r) for r in collect_rows(outside.select(key))}
+                picked = [_row_key({k: r[k] for k in key}) in used for r in rows]
+                self._split[table] = _apart(rows, picked)
+            elif self.contributing is not None:
+                mine = collect_rows(self.contributing[table]) if table in self.contributing else []
+                used = {_row_key(r) for r in mine}
+                self._split[table] = _apart(rows, [_row_key(r) in used for r in rows])
+            else:
+                raise LineageError(
+                    "this answer does not say which rows were only checked: ask about at most "
+                    f"{PER_ROW_MAX:,} output rows"
+                )
+        return self._split[table]
 
     def reasoning_rows(self, udf: str | None = None) -> list[dict[str, Any]]:
         """⟨E, Value, Reason⟩ rows, each tagged with its UDF and segment (collected once: a
@@ -324,6 +396,7 @@ class AugmentedLineage:
             reads=_reads_serving(self.reads, ids),
             _cache={},
             _calls={},
+            _split={},
         )
 
     # --- presentation -------------------------------------------------------------------------
@@ -335,6 +408,9 @@ class AugmentedLineage:
             "rows": self._rows_dict(),
             "targets": collect_rows(self.targets) if self.targets is not None else None,
             "source_lineage": {t: self.source_rows(t) for t in self.tables},
+            "contributing_lineage": {t: self.split(t)[0] for t in self.tables},
+            "control_lineage": self._control_dict(),
+            "sources_read_in_place": self.origins,
             "reasoning_lineage": self.reasoning_rows(),
             "tracing_queries": [q.__dict__ for q in self.queries],
             "engine": self.engine,
@@ -353,6 +429,8 @@ class AugmentedLineage:
             {
                 "output": collect_rows(one.targets)[0],  # type: ignore[arg-type]
                 "source": {t: one.source_rows(t) for t in one.tables},
+                "contributing": {t: one.split(t)[0] for t in one.tables},
+                "control": one._control_dict(),
                 "paths": {t: one.paths(t) for t in one.tables if t in one.by_row.via},  # type: ignore[union-attr]
                 "reasoning": one.reasoning_rows(),
             }
@@ -380,11 +458,19 @@ class AugmentedLineage:
             lines.append(f"Confidence: {self.confidence}")
         lines.append("Source lineage" + (f" ({self.scope})" if self.scope else ""))
         for table in self.tables:
-            rows = self.source_rows(table)
-            lines.append(f"  {table}: {len(rows)} row(s)")
+            rows, checked = self.split(table)
+            origin = self.origins.get(table)
+            read = ""
+            if origin:
+                read = f" of {origin['location']} ({origin['format']}, {len(origin['files'])} file(s))"
+            lines.append(f"  {table}: {len(rows)} row(s){read}")
+            if checked:
+                by = "; ".join(self.checks(table))
+                lines.append(f"    + {len(checked)} row(s) only checked, by {by}: control_rows({table!r})")
             via = self.path_notes(table)
+            placed = _file_place(origin["files"]) if origin and origin["row_id"] else fmt_row
             for r in rows[:SHOW_ROWS]:
-                lines.append(f"    {fmt_row(r)}" + (f"  (via segments {note})" if (note := via(r)) else ""))
+                lines.append(f"    {placed(r)}" + (f"  (via segments {note})" if (note := via(r)) else ""))
             lines += _more(len(rows), "    ")
         lines.append("Reasoning lineage")
         if not self.reasoning:
@@ -415,6 +501,25 @@ class AugmentedLineage:
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}: {len(self.source_rows(t))}" for t in self.tables)
         return f"<AugmentedLineage source=({counts}) reasoning={len(self.reasoning_rows())} calls>"
+
+
+def _apart(rows: RowList, picked: list[bool]) -> tuple[RowList, RowList]:
+    """``rows`` where ``picked``, and the others."""
+    return [r for r, p in zip(rows, picked) if p], [r for r, p in zip(rows, picked) if not p]
+
+
+def _file_place(files: Sequence[str]) -> Callable[[dict[str, Any]], str]:
+    """Shows a keyless row read in place by its file and position, not its packed ``_rid``."""
+
+    def shown_row(row: dict[str, Any]) -> str:
+        rid = row.get(ROW_ID_COLUMN)
+        rest = fmt_row({k: v for k, v in row.items() if k != ROW_ID_COLUMN})
+        if not isinstance(rid, int):
+            return rest
+        name = files[rid >> ROW_SHIFT].rsplit("/", 1)[-1]
+        return f"{rest}  [{name} row {rid & ((1 << ROW_SHIFT) - 1)}]"
+
+    return shown_row
 
 
 def _plain(value: Any) -> Any:

@@ -32,7 +32,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from materialization import duck
+from materialization import duck, fingerprints
 from materialization.capture import Capture
 from materialization.compile import aliased, ident, read_columns, ref, source_rows, visible
 from materialization.compressed_index import COMPRESSED
@@ -52,7 +52,7 @@ from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
-from segmenter.sources import Keys, read_through
+from segmenter.sources import Keys, local_file, read_by_spark_only, read_through
 from tracing import views
 from tracing.allowed_sql import check_stored, check_where
 from tracing.confidence.answer import ConfidenceAnswer
@@ -172,8 +172,8 @@ class LineageSession:
 
     def _placed(self, task: Task, snapshot: str) -> tuple[Task, list[dict[str, Any]]]:
         """``task`` reading each source of the user's files where it is, or through a copy in
-        the store: with ``snapshot="copy"``, and for CSV, JSON and ORC, where Spark gives
-        no row position (a copy made once per version of the files, reused by later runs);
+        the store: with ``snapshot="copy"``, and where only Spark reads the files as the task
+        did (:func:`read_by_spark_only`; a copy made once per version of the files, reused);
         and the fingerprint of every such source's files, which the run records."""
         found: dict[str, dict[str, Any]] = {}
         copies: dict[str, str] = {}
@@ -183,7 +183,7 @@ class LineageSession:
             self.progress(f"fingerprinting source {leaf.table} ({len(leaf.files.paths)} file(s))")
             entry = found[leaf.table] = fingerprint(leaf)
             entry["copy"] = snapshot == "copy"
-            if entry["copy"] or leaf.files.format != "parquet":
+            if entry["copy"] or read_by_spark_only(leaf.files):
                 entry["snapshot"] = copies[leaf.table] = self._copy(leaf, entry)
         return read_through(task, copies), list(found.values())
 
@@ -467,6 +467,7 @@ class Run:
                 engine = engine or os.environ.get("AL_TRACING_ENGINE", "auto")
                 found = self._lineage(where, rows, sample, seed, engine)
         found.warnings = list(self.warnings)
+        found.origins = self._origins()
         return found
 
     def forward(
@@ -678,6 +679,22 @@ class Run:
             result.by_row = replace(result.by_row, targets=targets).local()
         result.engine = engine.name
         return result
+
+    def _origins(self) -> dict[str, dict[str, Any]]:
+        """Where each table read in place lives, for answers to name (and to place a keyless
+        row: its ``_rid`` is its file's place in ``files`` << 40 | its row in the file)."""
+        leaves = [n for n in self.task.root.walk() if isinstance(n, Source) and n.files is not None]
+        row_ids = {n.table: n.files.row_id for n in leaves if n.files is not None}
+        return {
+            e["table"]: {
+                "location": local_file(fingerprints.location(e)) or fingerprints.location(e),
+                "format": e["format"],
+                "files": [f["path"] for f in e["files"]],
+                "row_id": row_ids.get(e["table"], False),
+                "copy": e.get("copy", False),
+            }
+            for e in self.record.get("read_in_place", [])
+        }
 
     def _check_sources(self) -> None:
         """A question reads the user's files where they are: each must be as the run read it."""

@@ -89,13 +89,17 @@ def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS) -> str:
     scope = f" ({escape(lineage.scope)})" if lineage.scope else ""
     parts.append(f"<h4>Source lineage{scope}</h4>")
     for table in lineage.tables:
-        rows = lineage.source_rows(table)
+        rows, checked = lineage.split(table)  # contributing rows first; control rows counted
         key = lineage.keys.get(table, ())
         via = lineage.path_notes(table)
         if any(via(r) for r in rows):  # rows that came by different paths (subqueries): say which
             rows = [{"via segments": via(r), **r} for r in rows]
             key = ("via segments", *key)
-        parts += [f"<h5>{escape(table)}: {len(rows)} row(s)</h5>", rows_table(rows, limit, key)]
+        parts.append(f"<h5>{escape(table)}: {len(rows)} row(s)</h5>")
+        if checked:
+            by = "; ".join(lineage.checks(table))
+            parts.append(f"<p class='al-note'>+ {len(checked)} row(s) only checked, by {escape(by)}</p>")
+        parts.append(rows_table(rows, limit, key))
     parts.append("<h4>Reasoning lineage</h4>")
     if not lineage.reasoning:
         parts.append("<p class='al-note'>no function operator ran in reasoning mode on the way</p>")

@@ -28,6 +28,7 @@ from segmenter.errors import UnknownSourceError
 from segmenter.operators import Source
 from segmenter.sources import ROW_SHIFT, local_file
 from tracing import LineageSession
+from tracing.lineage import collect_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["good great", "bad terrible", "poor", "excellent love", "broke bad"]
@@ -204,8 +205,21 @@ def test_an_eager_run_over_files_answers_the_same(retail: dict[str, Any], spark:
     got = eager.lineage(where=ASKED)
     for table in ("customers", "orders", "reviews"):
         assert got.source_ids(table) == want.source_ids(table), table
-    some = sorted(want.source_ids("orders"))[0]
-    assert eager.forward(table="orders", ids=[some]).rows  # forward questions read the files too
+    # forward questions read the files too, and say how each output row depends on a row: its
+    # values (contributing) or only its absence checked; the inverse of the backward split
+    every = eager.lineage()
+    seen = set()
+    for rid in sorted({r["_rid"] for r in every.source_rows("reviews")}):
+        found = eager.forward(table="reviews", ids=[rid]).rows()
+        kinds = {(r["segment"], r["mood"]): r["dependence"] for r in found}
+        seen |= set(kinds.values())
+        for one in every.rows:
+            (row,) = collect_rows(one.targets)
+            key = (row["segment"], row["mood"])
+            used = rid in {r["_rid"] for r in one.contributing_rows("reviews")}
+            checked = rid in {r["_rid"] for r in one.control_rows("reviews")}
+            assert kinds.get(key) == ("contributing" if used else "control" if checked else None), (rid, key)
+    assert seen == {"contributing", "control"}
 
 
 def test_a_changed_or_missing_file_is_a_one_line_error(spark: SparkSession, tmp_path: Path) -> None:

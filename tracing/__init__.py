@@ -1,6 +1,7 @@
 """Derive augmented lineage: tracing queries, Algorithm 1, the lineage answer, the AL manager."""
 
 import tracing.present  # noqa: F401  registers the views answers show (tracing.views)
+from materialization.fingerprints import SourceChangedError
 from tracing.errors import NotCapturedError, TargetNotFoundError
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
@@ -12,5 +13,6 @@ __all__ = [
     "LineageSession",
     "NotCapturedError",
     "Run",
+    "SourceChangedError",
     "TargetNotFoundError",
 ]

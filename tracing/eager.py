@@ -32,7 +32,7 @@ from segmenter.segments import Segment, control_reads
 from tracing.allowed_sql import check_where
 from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
-from tracing.forward import ForwardLineage
+from tracing.forward import CONTRIBUTING, CONTROL, DEPENDENCE, ForwardLineage
 from tracing.forward_index import forward_index
 from tracing.lineage import (
     PER_ROW_MAX,
@@ -425,13 +425,13 @@ class EagerIndex:
         else:
             keys = self._filtered(source, [(a, a) for a in attrs], where, f"table {table}")
         name = index_name("src", table)
-        lids = self._forward_lids(name, keys)
+        used, checked = self._forward_lids(name, keys)
         what = (
             f"{keys.num_rows} {table} row(s)"
             if self.keyed(table)
             else f"{keys.num_rows} {table} {attrs} value(s)"
         )
-        return self._answer(what, keys, lids, started)
+        return self._answer(what, keys, used, checked, started)
 
     def forward_calls(self, udf: str, where: str | None) -> ForwardLineage:
         """Output rows that depend on the model calls of ``udf`` matching ``where`` (a SQL
@@ -443,7 +443,8 @@ class EagerIndex:
         if not segs:
             used = sorted({fn.udf for s in self.root.walk() for fn in s.functions})
             raise LineageError(f"the task calls no UDF {udf!r} (it calls {used or 'none'})")
-        lids: set[int] = set()
+        used: set[int] = set()
+        checked: set[int] = set()
         decisions = []
         for seg, fn in segs:
             name = index_name("fn", seg.id)
@@ -451,9 +452,10 @@ class EagerIndex:
                 self._stored(seg), [*_call_columns(fn), (LID, LID)], where, f"calls of {udf}"
             )
             decisions.append(calls.drop_columns([LID]))
-            lids |= self._forward_lids(name, calls.select([LID]).rename_columns([FN]))
+            found = self._forward_lids(name, calls.select([LID]).rename_columns([FN]))
+            used, checked = used | found[0], checked | found[1]
         given = pa.concat_tables(decisions)
-        return self._answer(f"{given.num_rows} call(s) of {udf}", given, lids, started)
+        return self._answer(f"{given.num_rows} call(s) of {udf}", given, used, checked, started)
 
     def _given_keys(self, table: str, attrs: list[str], ids: Iterable[Any]) -> pa.Table:
         rows = []
@@ -486,13 +488,15 @@ class EagerIndex:
         except (AnalysisException, ParseException) as exc:
             raise LineageError(f"invalid where={where!r} on {what}: {first_line(exc)}") from None
 
-    def _forward_lids(self, name: str, keys: pa.Table) -> set[int]:
-        """Output rows whose lineage holds one of ``keys``: through the forward index (a table
-        read only by the right side of differences has none) and through control lineage."""
+    def _forward_lids(self, name: str, keys: pa.Table) -> tuple[set[int], set[int]]:
+        """Output rows whose lineage holds one of ``keys``: as contributing rows, through the
+        forward index (a table read only by the right side of differences has none), and as
+        control rows only, through control lineage."""
         self._require("forward")
+        used: set[int] = set()
         lids: set[int] = set()
         if name in self.pairs.names:
-            lids |= self.pairs.forward(name, keys)
+            used = self.pairs.forward(name, keys)
         for d, sets in self.meta["controls"].items():
             info = sets.get(name)
             if info is None or not keys.num_rows:
@@ -502,12 +506,19 @@ class EagerIndex:
                     self._uri(self.meta["ctl"]["dir"]), [(LID, LID), ("d", "d")], f"d = {int(d)}"
                 )
                 lids |= set(refs.column(LID).to_pylist())
-        return lids
+        return used, lids - used
 
-    def _answer(self, what: str, given: pa.Table, lids: set[int], started: float) -> ForwardLineage:
-        keys = pa.table({LID: pa.array(sorted(lids), pa.int64())})
-        outputs = self.reader.lookup(self._uri("output"), keys, self._visible, distinct=False)
-        return ForwardLineage(what, given, outputs, len(lids), time.perf_counter() - started)
+    def _answer(
+        self, what: str, given: pa.Table, used: set[int], checked: set[int], started: float
+    ) -> ForwardLineage:
+        """The output rows of ``used`` and ``checked`` lineage ids, each with its dependence."""
+        parts = []
+        for kind, lids in ((CONTRIBUTING, used), (CONTROL, checked)):
+            keys = pa.table({LID: pa.array(sorted(lids), pa.int64())})
+            rows = self.reader.lookup(self._uri("output"), keys, self._visible, distinct=False)
+            parts.append(rows.append_column(DEPENDENCE, pa.array([kind] * rows.num_rows, pa.string())))
+        outputs = pa.concat_tables(parts)
+        return ForwardLineage(what, given, outputs, len(used | checked), time.perf_counter() - started)
 
 
 def _call_columns(fn: Function) -> list[tuple[str, str]]:

@@ -11,10 +11,15 @@ import pyarrow as pa
 from tracing import views
 from tracing.lineage import SHOW_ROWS, collect_rows, fmt_row
 
+DEPENDENCE = "dependence"  # how an output row depends on what was asked about:
+CONTRIBUTING = "contributing"  # its values came from it
+CONTROL = "control"  # it was only checked for absence (docs/semantics.md)
+
 
 @dataclass(frozen=True)
 class ForwardLineage:
-    """Output rows depending on ``given`` (source rows or attribute values, or model calls)."""
+    """Output rows depending on ``given`` (source rows or attribute values, or model calls),
+    each with its ``dependence``: contributing, or control (only checked for absence)."""
 
     what: str  # what was asked about, for people
     given: pa.Table
@@ -23,7 +28,7 @@ class ForwardLineage:
     seconds: float
 
     def rows(self) -> list[dict[str, Any]]:
-        """The dependent output rows, sorted."""
+        """The dependent output rows, sorted, each with its ``dependence``."""
         return collect_rows(self.outputs)
 
     def __len__(self) -> int:
@@ -38,7 +43,10 @@ class ForwardLineage:
     def __str__(self) -> str:
         rows = self.rows()
         lines = [f"{len(rows)} output row(s) depend on {self.what} ({self.seconds * 1000:.0f} ms)"]
-        lines += [f"  {fmt_row(r)}" for r in rows[:SHOW_ROWS]]
+        for r in rows[:SHOW_ROWS]:
+            kind = r.get(DEPENDENCE)
+            shown = fmt_row({k: v for k, v in r.items() if k != DEPENDENCE})
+            lines.append(f"  {shown}" + ("  (only checked for absence)" if kind == CONTROL else ""))
         if len(rows) > SHOW_ROWS:
             lines.append(f"  ... {len(rows) - SHOW_ROWS} more")
         return "\n".join(lines)

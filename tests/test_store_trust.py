@@ -94,7 +94,8 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     for where, part in refused.items():
         with pytest.raises(LineageError, match=re.escape(f"{part} is not allowed in a question")):
             captured.forward(table="nums", where=where)
-    assert captured.forward(table="nums", where="id = 2").rows() == [{"grp": 0, "count": 3}]
+    found = captured.forward(table="nums", where="id = 2").rows()
+    assert found == [{"grp": 0, "count": 3, "dependence": "contributing"}]
     code, _, err = _al("lineage", "mine", "--store", als.store.uri, "--where", next(iter(refused)))
     assert code == 2 and "java_method() is not allowed in a question" in err.strip().splitlines()[-1]
     assert system.getProperty("al.planted") is None

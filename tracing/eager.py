@@ -512,12 +512,11 @@ class EagerIndex:
         self, what: str, given: pa.Table, used: set[int], checked: set[int], started: float
     ) -> ForwardLineage:
         """The output rows of ``used`` and ``checked`` lineage ids, each with its dependence."""
-        parts = []
-        for kind, lids in ((CONTRIBUTING, used), (CONTROL, checked)):
-            keys = pa.table({LID: pa.array(sorted(lids), pa.int64())})
-            rows = self.reader.lookup(self._uri("output"), keys, self._visible, distinct=False)
-            parts.append(rows.append_column(DEPENDENCE, pa.array([kind] * rows.num_rows, pa.string())))
-        outputs = pa.concat_tables(parts)
+        keys = pa.table({LID: pa.array(sorted(used | checked), pa.int64())})
+        rows = self.reader.lookup(self._uri("output"), keys, [*self._visible, (LID, LID)], distinct=False)
+        contributing = pc.is_in(rows.column(LID), value_set=pa.array(sorted(used), pa.int64()))
+        kinds = pc.if_else(contributing, CONTRIBUTING, CONTROL)
+        outputs = rows.drop_columns([LID]).append_column(DEPENDENCE, kinds)
         return ForwardLineage(what, given, outputs, len(used | checked), time.perf_counter() - started)
 
 

@@ -206,7 +206,7 @@ class AugmentedLineage:
                 key = [k for k in self.keys.get(table, ()) if k in names] or names
                 segs = via.column(SEGMENT)
                 outside = via.filter(pc.invert(pc.is_in(segs, value_set=pa.array(list(reads), segs.type))))
-                used = {_row_key(r) for r in collect_rows(outside.select(key))}
+                used = {_row_key(r) for r in collect_rows(unique_rows(outside.select(key)))}
                 picked = [_row_key({k: r[k] for k in key}) in used for r in rows]
                 self._split[table] = _apart(rows, picked)
             elif self.contributing is not None:

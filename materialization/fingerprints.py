@@ -46,7 +46,7 @@ def fingerprint(source: Source) -> dict[str, Any]:
     found = [_stat(uri) for uri in source.files.paths]
     missing = [uri for uri, info in zip(source.files.paths, found) if info is None]
     if missing:
-        raise SourceChangedError(f"source {source.table}: {_shown(missing[0])} is gone")
+        raise SourceChangedError(f"source {source.table}: {shown(missing[0])} is gone")
     total = sum(info.size for info in found if info is not None)
     parquet = source.files.format == "parquet"
     digest_of = "footer" if parquet and total > CONTENT_BYTES else "content"
@@ -76,7 +76,7 @@ def check_fingerprints(recorded: Sequence[Mapping[str, Any]], run_id: str, budge
             problem = _changed(f, entry["digest_of"], budget)
             if problem is not None:
                 raise SourceChangedError(
-                    f"source {entry['table']}: {_shown(f['path'])} {problem} since run {run_id} read it; "
+                    f"source {entry['table']}: {shown(f['path'])} {problem} since run {run_id} read it; "
                     "run the task again, or run it with snapshot='copy' to keep a copy of sources that change"
                 )
             if entry["digest_of"] == "content":
@@ -137,7 +137,8 @@ def _digest(uri: str, digest_of: str, size: int) -> str:
     return h.hexdigest()
 
 
-def _shown(uri: str) -> str:
+def shown(uri: str) -> str:
+    """A file's path as a person reads it (a local file without its URI scheme)."""
     return local_file(uri) or uri
 
 

@@ -52,7 +52,7 @@ from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task, from_dict
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
-from segmenter.sources import Keys, local_file, read_by_spark_only, read_through
+from segmenter.sources import Keys, read_by_spark_only, read_through
 from tracing import views
 from tracing.allowed_sql import check_stored, check_where
 from tracing.confidence.answer import ConfidenceAnswer
@@ -189,9 +189,8 @@ class LineageSession:
 
     def _copy(self, leaf: Source, entry: dict[str, Any]) -> str:
         """The store's copy of ``leaf``'s files as fingerprinted in ``entry``, made if none is."""
-        digest = hashlib.sha256(
-            json.dumps([entry["files"], leaf.key_names, [c.name for c in leaf.cols]], sort_keys=True).encode()
-        ).hexdigest()
+        named = [fingerprints.files_version(entry), leaf.key_names, [c.name for c in leaf.cols]]
+        digest = hashlib.sha256(json.dumps(named).encode()).hexdigest()  # a touched file: the same copy
         found = self.store.copy_of(leaf.table, digest)
         if found is not None:
             return found.snapshot
@@ -687,7 +686,7 @@ class Run:
         row_ids = {n.table: n.files.row_id for n in leaves if n.files is not None}
         return {
             e["table"]: {
-                "location": local_file(fingerprints.location(e)) or fingerprints.location(e),
+                "location": fingerprints.shown(fingerprints.location(e)),
                 "format": e["format"],
                 "files": [f["path"] for f in e["files"]],
                 "row_id": row_ids.get(e["table"], False),

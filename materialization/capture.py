@@ -52,6 +52,7 @@ from segmenter.operators import (
     Source,
     Task,
     Union,
+    Window,
     sql_string,
 )
 from segmenter.segments import Segment
@@ -325,7 +326,8 @@ class Capturer:
         if seg.is_d:
             return self._difference(seg, inputs)
         joins = [op for op in seg.operators if isinstance(op, Join)]
-        if any(j.semi for j in joins) or (seg.aggregations and not joins):
+        windowed = any(isinstance(op, Window) for op in seg.operators)  # its tagged rows: frame pairs
+        if windowed or any(j.semi for j in joins) or (seg.aggregations and not joins):
             return self._separate(seg, inputs)
         return self._inline(seg, inputs)
 

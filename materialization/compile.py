@@ -16,13 +16,14 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
+from pyspark.sql.window import Window as SparkWindow
 
 from reasoning_udfs.udf import ReasoningUDF, lookup
 from segmenter.operators import (
     ROW_ID_COLUMN,
     Aggregation,
     Difference,
+    Expand,
     Expr,
     Function,
     Generate,
@@ -34,10 +35,13 @@ from segmenter.operators import (
     Source,
     Task,
     Union,
+    Window,
+    sql_string,
 )
 from segmenter.sources import ROW_SHIFT, spark_file_uri
 
 TAG_PREFIX = "__tag_"
+PEERS = "__peers"  # a row's peers in a window that must have none
 ROW_ID = "__al_row"  # which chosen output row a lineage row belongs to (NULL: every one)
 MODES = ("normal", "reasoning")
 
@@ -118,7 +122,7 @@ def source_rows(spark: SparkSession, source: Source) -> DataFrame:
     # file, reproducible only as written once, so such a source is read through its copy
     file_no = ordinals[path].cast("bigint").alias("__f")
     seq = df.select(*cols, file_no, F.monotonically_increasing_id().alias("__s"))
-    position = F.row_number().over(Window.partitionBy("__f").orderBy("__s")) - 1
+    position = F.row_number().over(SparkWindow.partitionBy("__f").orderBy("__s")) - 1
     rid = F.shiftleft(F.col("__f"), ROW_SHIFT) + position
     return seq.select(*cols, rid.alias(ROW_ID_COLUMN))
 
@@ -134,6 +138,8 @@ class Compiler:
     inputs: Callable[[Node], DataFrame | None] = lambda node: None
     tagged: bool = False
     probes: dict[int, str] = field(default_factory=dict)  # tagged: semi-joins kept as such (tracing)
+    checks: bool = True  # a window's tie check (off over candidate rows, which tie by design)
+    frames: bool = True  # tagged: a window's rows paired with their frames' tags (else their own)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -184,6 +190,37 @@ class Compiler:
         names = ", ".join(ident(c.id) for c in node.outputs)
         aliases = names if len(node.outputs) == 1 else f"({names})"
         return df.selectExpr("*", f"{node.generator.sql} AS {aliases}")
+
+    def _expand(self, node: Expand) -> DataFrame:
+        """One pass over the child: each row becomes an array of its grouping sets' rows."""
+        df = self.compile(node.child)
+        fields = [", ".join(f"'{c.id}', {e.sql}" for c, e in zip(node.outputs, p)) for p in node.projections]
+        sets = ", ".join(f"named_struct({f})" for f in fields)
+        expanded = df.selectExpr(*map(ident, tags_of(df)), f"inline(array({sets}))")
+        return expanded.selectExpr(*[ident(c.id) for c in node.outputs], *map(ident, tags_of(df)))
+
+    def _window(self, node: Window) -> DataFrame:
+        """ω by Spark's own window operator. Tracing (a probe): each row also carries its
+        frame's keys, by which its frame is found in the input. Tagged (a capture): each row
+        once per row of its frame, with that row's tags (its lineage); without ``frames``
+        (boolean lineage) with its own: a window's row exists where its input row does."""
+        df = self.compile(node.child)
+        if node.peers is not None and self.checks:  # a filter: checked even where no value is read
+            failed = f"raise_error({sql_string(node.tie_error)})"
+            df = df.withColumn(PEERS, F.expr(node.peers.sql))
+            df = df.filter(f"CASE WHEN {PEERS} > 1 THEN {failed} ELSE TRUE END").drop(PEERS)
+        functions = [aliased(e.sql, c.id) for c, e in node.functions]
+        probe = self.probes.get(id(node))
+        tags = tags_of(df)
+        if probe:
+            keys = ", ".join(f"'{c.id}', {e.sql}" for c, e in node.keys)
+            return df.selectExpr("*", *functions, f"named_struct({keys}) AS {ident(probe)}")
+        if not (self.tagged and tags and self.frames):
+            return df.selectExpr("*", *functions)
+        rows = df.drop(*tags).selectExpr("*", *functions, *[aliased(e.sql, c.id) for c, e in node.keys])
+        frame = df.selectExpr(*[aliased(e.sql, c.id) for c, e in node.frame_keys], *map(ident, tags))
+        paired = rows.join(frame, conjunction(node.frame), "inner") if node.frame else rows.crossJoin(frame)
+        return paired.selectExpr(*[ident(c.id) for c in node.columns], *map(ident, tags))
 
     def _aggregation(self, node: Aggregation) -> DataFrame:
         df = self.compile(node.child)

@@ -34,6 +34,8 @@ _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
 _DATE_PARTS = (exp.Year, exp.Month, exp.Day)
+_RANKING = (exp.RowNumber, exp.Rank, exp.DenseRank)
+_EXACT_KEYS = {*INTEGERS, "string", "date", "boolean", "null"}  # grouped and ordered alike
 
 
 class NotInProcess(Exception):
@@ -264,6 +266,8 @@ class _Checker:
             return self._like(node)
         if isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max)):
             return self._aggregate(node)
+        if isinstance(node, exp.Window):
+            return self._window(node)
         if isinstance(node, exp.Avg):
             return self._average(node)
         if isinstance(node, exp.Case) and node.this is None:  # CASE WHEN c THEN v … END
@@ -428,6 +432,24 @@ class _Checker:
         if "\\" in pattern.this:  # Spark's default escape character; DuckDB has none
             raise NotInProcess("LIKE pattern with an escape character")
         return "boolean"
+
+    def _window(self, node: exp.Window) -> SqlType:
+        """``f(…) OVER (PARTITION BY … ORDER BY … frame)`` over keys DuckDB groups and orders
+        as Spark does (no floating point), ``f`` an aggregate on the allow-list or a ranking
+        function (an INT in Spark, cast so: DuckDB's is a BIGINT)."""
+        order = node.args.get("order")
+        sorted_by = [o.this for o in order.expressions] if order else []
+        keys = [*(node.args.get("partition_by") or []), *sorted_by]
+        for key in keys:
+            t = self.type_of(key)
+            if not (isinstance(t, DecimalType) or t in _EXACT_KEYS):
+                raise NotInProcess(f"a window over {t} values")
+        if isinstance(node.this, _RANKING):
+            node.replace(exp.Cast(this=node.copy(), to=exp.DataType.build("INT")))
+            return "int"
+        if not isinstance(node.this, (exp.Sum, exp.Count, exp.Min, exp.Max)):
+            raise NotInProcess(f"window function {node.this.sql(dialect='spark')}")
+        return self._aggregate(node.this)
 
     def _aggregate(self, node: exp.Expression) -> SqlType:
         arg = node.this

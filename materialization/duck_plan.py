@@ -28,6 +28,7 @@ from segmenter.operators import (
     Aggregation,
     Col,
     Difference,
+    Expand,
     Expr,
     Function,
     Generate,
@@ -37,6 +38,7 @@ from segmenter.operators import (
     Selection,
     Source,
     Union,
+    Window,
 )
 from segmenter.segments import Segment
 from segmenter.sources import ROW_SHIFT, local_file, read_by_spark_only
@@ -91,7 +93,11 @@ class Rel:
 
 def column_types(root: Segment) -> dict[str, SqlType]:
     """The Spark type of every column id in the task (ids are unique in a tree)."""
-    return {c.id: spark_type(c.dtype) for node in root.top.walk() for c in node.columns}
+    found = {c.id: spark_type(c.dtype) for node in root.top.walk() for c in node.columns}
+    for node in root.top.walk():
+        if isinstance(node, Window):  # its frame keys: columns of tracing queries alone
+            found |= {c.id: spark_type(c.dtype) for c, _ in (*node.keys, *node.frame_keys)}
+    return found
 
 
 def evaluated(node: Node, aggregates: bool) -> list[Expr]:
@@ -104,6 +110,10 @@ def evaluated(node: Node, aggregates: bool) -> list[Expr]:
         return [e for _, e in node.outputs]
     if isinstance(node, Aggregation):
         return [e for _, e in (node.outputs if aggregates else node.keys)]
+    if isinstance(node, Expand):
+        return [e for p in node.projections for e in p]
+    if isinstance(node, Window):
+        return [e for _, e in (*node.functions, *node.keys, *node.frame_keys)] + list(node.frame)
     if isinstance(node, Generate):
         if node.function != "explode" or node.outer or len(node.outputs) != 1:  # of a list: unnest
             raise NotInProcess(f"generator {node.generator.sql}")
@@ -189,6 +199,10 @@ class DuckPlan:
             return self._aggregation(node, kids[0])
         if isinstance(node, Generate):
             return self._explode(node, kids[0])
+        if isinstance(node, Expand):
+            return self._expand(node, kids[0])
+        if isinstance(node, Window):
+            return self._window(node, kids[0], tagged, (probes or {}).get(id(node)))
         if isinstance(node, Union):
             return self._union(node, kids)
         if isinstance(node, Difference):
@@ -228,6 +242,43 @@ class DuckPlan:
         (arg,), (out,) = node.args, node.outputs
         sql = f"SELECT *, unnest({self._expr(arg)}) AS {q(out.id)} FROM ({kid.sql})"
         return Rel(sql, (*kid.cols, out.id))
+
+    def _expand(self, node: Expand, kid: Rel) -> Rel:
+        """Each row once per grouping set, read once (a CTE the sets' projections share)."""
+        tags = [q(t) for t in kid.tags()]
+        picked = [
+            [f"{self._expr(e)} AS {q(c.id)}" for c, e in zip(node.outputs, p)]
+            for p in node.projections
+        ]
+        sets = [f"SELECT {', '.join([*exprs, *tags])} FROM expanded" for exprs in picked]
+        ids = tuple(c.id for c in node.outputs)
+        return Rel(f"WITH expanded AS ({kid.sql}) " + " UNION ALL ".join(sets), (*ids, *kid.tags()))
+
+    def _window(self, node: Window, kid: Rel, tagged: bool, probe: str | None) -> Rel:
+        """ω as :meth:`materialization.compile.Compiler._window` evaluates it: with a probe
+        of each row's frame keys (tracing), or once per row of its frame with that row's
+        tags (a capture)."""
+        functions = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.functions]
+        ids = tuple(c.id for c, _ in node.functions)
+        tags = kid.tags()
+        if probe:
+            keys = [c for c, _ in node.keys]
+            self._tag_cols[probe] = tuple(c.id for c in keys)
+            self._tag_keys[probe] = None
+            fields = ", ".join(f"{q(c.id)} := {self._expr(e)}" for c, e in node.keys)
+            sql = f"SELECT *, {', '.join(functions)}, struct_pack({fields}) AS {q(probe)} FROM ({kid.sql})"
+            return Rel(sql, (*kid.cols, *ids, probe))
+        if not (tagged and tags):
+            return Rel(f"SELECT *, {', '.join(functions)} FROM ({kid.sql})", (*kid.cols, *ids))
+        values = [c for c in kid.cols if c not in tags]
+        keys = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.keys]
+        rows = f"SELECT {', '.join([*map(q, values), *functions, *keys])} FROM ({kid.sql})"
+        frame_keys = [f"{self._expr(e)} AS {q(c.id)}" for c, e in node.frame_keys]
+        frame = f"SELECT {', '.join([*frame_keys, *map(q, tags)])} FROM ({kid.sql})"
+        cond = " AND ".join(f"({self._expr(e)})" for e in node.frame) or "TRUE"
+        shown = [*values, *ids, *tags]
+        sql = f"SELECT {', '.join(map(q, shown))} FROM ({rows}) JOIN ({frame}) ON {cond}"
+        return Rel(sql, tuple(shown))
 
     def _aggregation(self, node: Aggregation, kid: Rel) -> Rel:
         keys = [(c, self._expr(e)) for c, e in node.keys]

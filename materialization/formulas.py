@@ -204,7 +204,8 @@ class _FormulaCapture:
             pairs = stored_columns(info, seg, self.firsts)
             return read_stored(self.spark, f"{self.staging}/{info['dir']}", pairs, seg)
         untagged = {k: v.drop(*tags_of(v)) for k, v in inputs.items()}
-        return Compiler(self.spark, "reasoning", inputs=lambda n: untagged.get(id(n))).compile(seg.top)
+        unchecked = Compiler(self.spark, "reasoning", inputs=lambda n: untagged.get(id(n)), checks=False)
+        return unchecked.compile(seg.top)
 
     def _derivations(self, seg: Segment, inputs: dict[int, DataFrame]) -> None:
         """'any' clauses: one per body row (its inputs' variables), keyed like the output."""
@@ -213,7 +214,9 @@ class _FormulaCapture:
             row = self.spark.range(1).select(segment_var(self.run_id, seg).alias(VAR))
             self.lineage.append(_clauses(row, seg, "any", []))
             return
-        body = Compiler(self.spark, "normal", inputs=lambda n: inputs.get(id(n)), tagged=True)
+        body = Compiler(
+            self.spark, "normal", inputs=lambda n: inputs.get(id(n)), tagged=True, checks=False, frames=False
+        )
         df = body.compile(seg.body_top)
         for agg in reversed(seg.aggregations):
             df = df.withColumns({c.id: sql_col(e) for c, e in agg.keys})

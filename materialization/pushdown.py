@@ -30,6 +30,7 @@ from materialization.compile import ROW_ID, ident, null_safe_match
 from segmenter.operators import (
     Aggregation,
     Difference,
+    Expand,
     Expr,
     Function,
     Generate,
@@ -39,6 +40,7 @@ from segmenter.operators import (
     Selection,
     Source,
     Union,
+    Window,
 )
 
 BROADCAST_ROWS = 200_000
@@ -162,6 +164,10 @@ def passing_columns(node: Node, equal: Sequence[tuple[str, str]] = ()) -> list[d
         return maps
     if isinstance(node, Aggregation):
         return [{c.id: e.is_column() for c, e in node.keys if e.is_column()}]  # type: ignore[misc]
+    if isinstance(node, Window):  # a restriction on other columns would cut frames short
+        return [node.partition_columns()]
+    if isinstance(node, Expand):  # a key a grouping set leaves NULL does not restrict T
+        return [node.passed()]
     if isinstance(node, Union):
         return [{o.id: s.id for s, o in zip(child.match_columns(), node.outputs)} for child in node.inputs]
     if isinstance(node, Difference):

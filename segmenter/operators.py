@@ -310,6 +310,77 @@ class Generate(Node):
 
 
 @dataclass(frozen=True)
+class Expand(Node):
+    """ε: each input row once per grouping set of a ROLLUP, CUBE or GROUPING SETS (Spark's
+    Expand): ``projections[i]`` gives set i's row, the keys it leaves out NULL and its number
+    as ``spark_grouping_id``. Defined as ∪ᵢ πᵢ(T) (docs/semantics.md), whose output rows each
+    come from one input row alone; evaluated and traced in one pass over T, not once per set."""
+
+    child: Node
+    projections: tuple[tuple[Expr, ...], ...]
+    outputs: tuple[Col, ...]
+    symbol: ClassVar[str] = "ε"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.outputs
+
+    def passed(self) -> dict[str, str]:
+        """Output column id -> the child column every grouping set passes to it unchanged."""
+        found = {}
+        for i, out in enumerate(self.outputs):
+            refs = {p[i].is_column() for p in self.projections}
+            if len(refs) == 1 and (ref := refs.pop()) is not None:
+                found[out.id] = ref
+        return found
+
+    def describe(self) -> str:
+        return f"{len(self.projections)} grouping sets of [{_col_list(self.outputs)}]"
+
+
+@dataclass(frozen=True)
+class Window(Node):
+    """ω: the input rows with window functions appended (``functions``: each column and its
+    window expression, ``OVER`` clause included). Defined by its rewrite into joins and
+    aggregations (docs/semantics.md): a row's value, and its lineage, is that of its
+    *frame*, the rows of its partition (an ordered frame: those that sort before it or tie
+    with it). ``keys`` evaluate a row's partition and order values, ``frame_keys`` the same
+    for a candidate frame row, and ``frame`` holds where the candidate is in the row's frame:
+    tracing probes the input with the kept rows' keys, one step, no copy of the input."""
+
+    child: Node
+    functions: tuple[tuple[Col, Expr], ...]
+    keys: tuple[tuple[Col, Expr], ...]
+    frame_keys: tuple[tuple[Col, Expr], ...]
+    frame: tuple[Expr, ...]
+    partitioned: int  # the first keys are the partition's, the rest the order's
+    peers: Expr | None = None  # row_number(), ROWS frames: a row's peers, more than one an error
+    tie_error: str = ""  # the error the task fails with then
+    symbol: ClassVar[str] = "ω"
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.child.columns + tuple(c for c, _ in self.functions)
+
+    def partition_columns(self) -> dict[str, str]:
+        """Child columns the partition is by, bare: a restriction on them keeps whole
+        partitions, so it passes to the input without changing a value."""
+        refs = (e.is_column() for _, e in self.keys[: self.partitioned])
+        return {r: r for r in refs if r is not None}
+
+    def describe(self) -> str:
+        return ", ".join(_assignment(c, e) for c, e in self.functions)
+
+
+@dataclass(frozen=True)
 class Function(Node):
     """φ: appends the UDF's Value (and, in reasoning mode, its Reason) to every input row."""
 
@@ -426,7 +497,8 @@ def _assignment(col: Col, expr: Expr) -> str:
 
 _NODE_TYPES: dict[str, type[Node]] = {
     cls.__name__: cls
-    for cls in (Source, Selection, Projection, Join, Aggregation, Union, Difference, Function, Generate)
+    for cls in (Source, Selection, Projection, Join, Aggregation, Union, Difference)
+    + (Function, Generate, Expand, Window)
 }
 
 

@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -22,6 +23,7 @@ from segmenter.operators import (
     Aggregation,
     Col,
     Difference,
+    Expand,
     Expr,
     Function,
     Generate,
@@ -33,9 +35,9 @@ from segmenter.operators import (
     Source,
     Task,
     Union,
+    Window,
     column_expr,
     from_dict,
-    sql_string,
     to_dict,
 )
 from segmenter.sources import Keys, SourceReader, SourceResolver
@@ -654,101 +656,64 @@ class _Parser:
         return Projection(generated, tuple((c, column_expr(c)) for c in shown))
 
     def _op_Window(self, plan: JObj) -> Node:
-        """Window functions as joins and aggregations (docs/semantics.md). Over a whole
-        partition (``avg(x) OVER (PARTITION BY p)``): T ⋈_{p <=> p'} α_{p'; agg}(T). Over
-        the rows up to the current one and its peers (``rank()``, ``dense_rank()``, a running
-        aggregate ``sum(x) OVER (… ORDER BY o)``; ``row_number()`` and a ROWS running frame
-        where no two rows share (p, o)): the value depends only on (p, o), so
-        T ⋈_{p, o <=> p'', o''} α_{p'', o''; f}(α_{p'', o''}(T'') ⋈_{p'' <=> p' ∧ o' ≼ o''} T').
-        Each copy of T reads the child with column ids of its own."""
+        """ω: window functions appended to their input's rows (docs/semantics.md defines them
+        by their rewrite into joins and aggregations). Traced are aggregates over whole
+        partitions, and over the rows up to the current one and its peers (``rank()``,
+        ``dense_rank()``, a running aggregate ``sum(x) OVER (… ORDER BY o)``; ``row_number()``
+        and a ROWS running frame where no two rows of a partition tie on the order, which
+        a filter checks while the task runs). A row's frame: its partition's rows, those
+        that sort before it or tie with it where no function reads the whole partition."""
         items = self._list(plan.windowExpressions())
         kinds = [self._window_kind(i.child()) for i in items]
         partition = self._list(plan.partitionSpec())
-        order = self._list(plan.orderSpec())
-        left = self.node(plan.child())
-        outputs = [self._attr_col(i.toAttribute()) for i in items]
-        joined: Node = left
-        for ordered in (False, True):
-            chosen = [(c, i, k) for c, i, k in zip(outputs, items, kinds) if (k != "whole") == ordered]
-            if not chosen:
-                continue
-            if ordered:
-                side, keys = self._ordered_values(plan, chosen)
-                on = partition + [o.child() for o in order]
-            else:
-                side, keys = self._partition_values(plan, chosen)
-                on = partition
-            cols = [Expr(f"`{k.id}`", frozenset({k.id})) for k in keys]
-            condition = tuple(_null_safe_eq(self.expr(e), k) for e, k in zip(on, cols, strict=True))
-            joined = Join((joined, side), condition)
-        return Projection(joined, tuple((c, column_expr(c)) for c in (*left.columns, *outputs)))
+        sorts = self._list(plan.orderSpec())
+        child = self.node(plan.child())
+        spec = _over([self.expr(p) for p in partition], [self._sort_key(o) for o in sorts])
+        functions = tuple(
+            (self._attr_col(i.toAttribute()), self._window_function(i.child().windowFunction(), kind, spec))
+            for i, kind in zip(items, kinds, strict=True)
+        )
+        ordered = all(k != "whole" for k in kinds)
+        framed = [("partition_key", p) for p in partition]
+        framed += [("order_key", o.child()) for o in sorts] if ordered else []
+        keys = tuple((self._hidden(n, e), self.expr(e)) for n, e in framed)
+        frame_keys = tuple((self._hidden(f"frame_{n}", e), self.expr(e)) for n, e in framed)
+        parts = len(partition)
+        if not keys:  # OVER (): one frame, the whole input, under a constant key (a probe needs one)
+            keys = ((Col(self._fresh_id("whole"), "whole", "int"), Expr("1")),)
+            frame_keys = ((Col(self._fresh_id("frame_whole"), "whole", "int"), Expr("1")),)
+            parts = 1
+        row = [column_expr(c) for c, _ in keys]
+        candidate = [column_expr(c) for c, _ in frame_keys]
+        frame = [_null_safe_eq(a, b) for a, b in zip(candidate[:parts], row[:parts])]
+        if parts < len(row):
+            ties = [_null_safe_eq(a, b) for a, b in zip(candidate[parts:], row[parts:])]
+            frame.append(_or(_precedes(list(zip(candidate[parts:], row[parts:], sorts))), _and(ties)))
+        window = Window(child, functions, keys, frame_keys, tuple(frame), parts)
+        if not any(kind in _TOTAL_ORDER for kind in kinds):
+            return window
+        by = _over([self.expr(e) for e in (*partition, *(o.child() for o in sorts))], [])
+        peers = Expr(f"count(1) OVER ({by.sql})", by.refs)
+        return replace(window, peers=peers, tie_error=self._tie_error(plan))
 
-    def _partition_values(self, plan: JObj, items: list[tuple[Col, JObj, str]]) -> tuple[Node, list[Col]]:
-        """α_{p'; agg}(T'): one row per partition with its aggregates."""
-        with self._own_ids():
-            copy = self.node(plan.child())
-            keys = [
-                (self._hidden("partition_key", p), self.expr(p)) for p in self._list(plan.partitionSpec())
-            ]
-            aggs = [(c, self.expr(i.child().windowFunction())) for c, i, _ in items]
-        return Aggregation(copy, tuple(keys + aggs), tuple(k.id for k, _ in keys)), [k for k, _ in keys]
+    def _window_function(self, function: JObj, kind: str, spec: Expr) -> Expr:
+        """``f(…) OVER (spec frame)``, with the frame Spark gives the function."""
+        name = function.getClass().getSimpleName()
+        call = Expr(f"{_RANKING[name]}()", frozenset()) if name in _RANKING else self.expr(function)
+        return Expr(f"{call.sql} OVER ({spec.sql}{_FRAMES[kind]})", call.refs | spec.refs)
 
-    def _ordered_values(self, plan: JObj, items: list[tuple[Col, JObj, str]]) -> tuple[Node, list[Col]]:
-        """α_{p'', o''; f}(α_{p'', o''}(T'') ⋈_{p'' <=> p' ∧ o' ≼ o''} T'): for each distinct
-        (partition, order value), its value over the rows that precede it or are its peers."""
-        partition = self._list(plan.partitionSpec())
-        sort = self._list(plan.orderSpec())
-        with self._own_ids():  # T'': the distinct (p, o) the values are asked for
-            asked = self.node(plan.child())
-            keys = [(self._hidden("partition_key", p), self.expr(p)) for p in partition]
-            keys += [(self._hidden("order_key", o.child()), self.expr(o.child())) for o in sort]
-        with self._own_ids():  # T': the rows the frames read
-            read = self.node(plan.child())
-            mine = [self.expr(p) for p in partition]
-            theirs = [self.expr(o.child()) for o in sort]
-            values = [(c, self.expr(i.child().windowFunction())) for c, i, k in items if k in _AGGREGATING]
-        distinct = Aggregation(asked, tuple(keys), tuple(k.id for k, _ in keys))
-        cols = [k for k, _ in keys]
-        at = [Expr(f"`{c.id}`", frozenset({c.id})) for c in cols[len(partition) :]]
-        before = _precedes(list(zip(theirs, at, sort)))
-        same = [_null_safe_eq(a, b) for a, b in zip(theirs, at)]
-        frame = _or(before, _and(same)) if same else before
-        condition = [_null_safe_eq(m, Expr(f"`{k.id}`", frozenset({k.id}))) for m, k in zip(mine, cols)]
-        pairs = Join((distinct, read), (*condition, frame))
-        before_count = _rows_where(before)
-        rank = Expr(f"1 + {before_count.sql}", before_count.refs)
-        counted = {  # rank: 1 + the rows strictly before; dense_rank: the distinct values so far
-            "rank": rank,
-            "dense_rank": _distinct_values(theirs),
-            "row_number": rank,  # with no ties (checked below), a row's position is its rank
-        }
-        for c, _, kind in items:
-            if kind in counted:
-                values.append((c, Expr(f"CAST({counted[kind].sql} AS INT)", counted[kind].refs)))
-        by_id = {c.id: e for c, e in values}
-        outputs = tuple((c, column_expr(c)) for c in cols) + tuple((c, by_id[c.id]) for c, _, _ in items)
-        if not any(kind in _TOTAL_ORDER for _, _, kind in items):
-            return Aggregation(pairs, outputs, tuple(c.id for c in cols)), cols
-        peers = Col(self._fresh_id("peers"), "peers", "bigint")
-        outputs += ((peers, _rows_where(_and(same)) if same else Expr("count(1)", frozenset())),)
-        values_node = Aggregation(pairs, outputs, tuple(c.id for c in cols))
-        return Selection(values_node, (self._no_ties(peers, plan),)), cols
-
-    def _no_ties(self, peers: Col, plan: JObj) -> Expr:
-        """TRUE where a (partition, order value) has one row, else the task fails
-        (docs/semantics.md): ``row_number()`` and a ROWS frame read ties in an order Spark
-        does not fix, so neither their values nor their lineage are defined. A filter, not a
-        value, so that Spark checks it even where the task never reads the window's value."""
+    def _tie_error(self, plan: JObj) -> str:
+        """Why the task fails where two rows of a partition tie on the order (docs/semantics.md):
+        ``row_number()`` and a ROWS frame read ties in an order Spark does not fix, so neither
+        their values nor their lineage are defined."""
         partition = ", ".join(p.sql() for p in self._list(plan.partitionSpec()))
         order = ", ".join(o.sql() for o in self._list(plan.orderSpec()))
         spec = (f"PARTITION BY {partition} " if partition else "") + f"ORDER BY {order}"
-        message = (
+        return (
             f"{TIE_MARKER}a window ({spec}) at {self._where()} orders two rows of a partition "
             "that tie on its ORDER BY, in an order Spark does not fix: row_number() and ROWS frames "
             f"are traced only where the order is unique; add a column that breaks the tie{TIE_MARKER}"
         )
-        sql = f"CASE WHEN `{peers.id}` > 1 THEN raise_error({sql_string(message)}) ELSE TRUE END"
-        return Expr(sql, frozenset({peers.id}))
 
     def _window_kind(self, window: JObj) -> str:
         """``whole`` (an aggregate over its whole partition), ``running`` (an aggregate over
@@ -820,15 +785,11 @@ class _Parser:
     def _op_Expand(self, plan: JObj) -> Node:
         """ROLLUP/CUBE/GROUPING SETS: Spark expands each input row once per grouping set (the
         keys left out as NULL, the set's number as ``spark_grouping_id``) and aggregates by
-        all of them; the expansion is ∪ᵢ πᵢ(T), so the task is a union of aggregations, one
-        per grouping set (docs/semantics.md). T is parsed once per branch."""
-        output = self._cols(plan)
-        branches = []
-        for items in self._list(plan.projections()):
-            child = self.node(plan.child())
-            exprs = [self.expr(e) for e in self._list(items)]
-            branches.append(Projection(child, tuple(zip(output, exprs, strict=True))))
-        return Union(tuple(branches), output)
+        all of them; ε keeps the expansion as one operator over T (docs/semantics.md)."""
+        projections = tuple(
+            tuple(self.expr(e) for e in self._list(items)) for items in self._list(plan.projections())
+        )
+        return Expand(self.node(plan.child()), projections, self._cols(plan))
 
     def _op_Union(self, plan: JObj) -> Node:
         inputs = tuple(self.node(c) for c in self._list(plan.children()))
@@ -878,19 +839,19 @@ def _or(a: Expr, b: Expr) -> Expr:
     return Expr(f"({a.sql} OR {b.sql})", a.refs | b.refs)
 
 
-def _rows_where(condition: Expr) -> Expr:
-    """How many rows of a group meet ``condition``."""
-    return Expr(f"sum(CASE WHEN {condition.sql} THEN 1 ELSE 0 END)", condition.refs)
-
-
-def _distinct_values(keys: list[Expr]) -> Expr:
-    """How many distinct values of ``keys`` (NULL one of them) a frame holds: one key in
-    aggregates the in-process engine evaluates too, several as structs."""
-    refs = frozenset().union(*(e.refs for e in keys))
-    if len(keys) == 1:
-        (k,) = keys
-        return Expr(f"count(DISTINCT {k.sql}) + max(CASE WHEN {k.sql} IS NULL THEN 1 ELSE 0 END)", refs)
-    return Expr(f"count(DISTINCT struct({', '.join(k.sql for k in keys)}))", refs)
+def _over(partition: list[Expr], order: list[SortKey]) -> Expr:
+    """A window's ``PARTITION BY … ORDER BY …`` (frame left out)."""
+    parts = []
+    if partition:
+        parts.append("PARTITION BY " + ", ".join(e.sql for e in partition))
+    if order:
+        keys = (
+            f"{k.expr.sql} {'ASC' if k.ascending else 'DESC'} NULLS {'FIRST' if k.nulls_first else 'LAST'}"
+            for k in order
+        )
+        parts.append("ORDER BY " + ", ".join(keys))
+    refs = frozenset().union(*(e.refs for e in partition), *(k.expr.refs for k in order))
+    return Expr(" ".join(parts), refs)
 
 
 def _precedes(keys: list[tuple[Expr, Expr, JObj]]) -> Expr:
@@ -952,7 +913,14 @@ _FRAME_ENDS = {
 }
 _GENERATORS = ("explode", "posexplode", "inline")
 _RANKING = {"Rank": "rank", "DenseRank": "dense_rank", "RowNumber": "row_number"}
-_AGGREGATING = ("running", "rows_running")  # window kinds whose value is an aggregate over the frame
+_FRAMES = {  # a window kind's frame, as Spark gives it to the function
+    "whole": " ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING",
+    "running": " RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+    "rows_running": " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+    "rank": "",
+    "dense_rank": "",
+    "row_number": "",
+}
 _TOTAL_ORDER = ("row_number", "rows_running")  # defined only where the data has no ties
 
 # joins whose rows are left rows, with or without more: a filter on the left commutes with them

@@ -3,19 +3,19 @@
 A restriction that covers a key compares one or two columns per row instead of every one
 (CDA Q9 restricted its stored φ segment, part rows with their images, on all ten columns of
 part, the image among them). Only operators that keep a row's identity pass a key up; any
-other operator (a union, an aggregation, explode, a window's rewrite) gives none.
+other operator (a union, an aggregation, explode, grouping sets) gives none.
 """
 
 from __future__ import annotations
 
-from segmenter.operators import Function, Join, Node, Projection, Selection, Source
+from segmenter.operators import Function, Join, Node, Projection, Selection, Source, Window
 
 
 def row_key(node: Node) -> tuple[str, ...] | None:
     """Column ids of ``node``'s output that no two of its rows share, or None if unknown."""
     if isinstance(node, Source):
         return node.key or None
-    if isinstance(node, Selection | Function):
+    if isinstance(node, Selection | Function | Window):  # ω appends values to each row
         return row_key(node.child)
     if isinstance(node, Projection):
         below = row_key(node.child)

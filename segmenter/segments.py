@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from segmenter.operators import (
     Aggregation,
     Difference,
+    Expand,
     Function,
     Generate,
     Join,
@@ -21,6 +22,7 @@ from segmenter.operators import (
     Selection,
     Source,
     Union,
+    Window,
     shape_key,
 )
 
@@ -160,18 +162,26 @@ def _make(
     return Segment(seg_id, kind, top, functions, aggregations, body, operators, leaves, children)
 
 
-def _is_body(node: Node, below_join: bool) -> bool:
-    if isinstance(node, (Projection, Selection, Join, Generate)):
+def _is_body(node: Node, below_join: bool, below_window: bool = False) -> bool:
+    """Whether ``node`` continues the body above it. A window below another window starts a
+    segment of its own: a capture pairs each row of a window with its frame's rows, which a
+    window above would count as rows."""
+    if isinstance(node, (Projection, Selection, Join, Generate, Expand)):
         return True
+    if isinstance(node, Window):
+        return not below_window
     return isinstance(node, Union) and not below_join
 
 
-def _collect_body(node: Node, below_join: bool, operators: list[Node], leaves: list[Node]) -> None:
+def _collect_body(
+    node: Node, below_join: bool, operators: list[Node], leaves: list[Node], below_window: bool = False
+) -> None:
     operators.append(node)
     below = below_join or isinstance(node, Join)
+    windowed = below_window or isinstance(node, Window)
     for child in node.children:
-        if _is_body(child, below):
-            _collect_body(child, below, operators, leaves)
+        if _is_body(child, below, windowed):
+            _collect_body(child, below, operators, leaves, windowed)
         else:
             leaves.append(child)
 

@@ -12,6 +12,11 @@ is R ⋉_θ (the distinct probes of the rows kept), traced on down R the same wa
 those the inner join would give (r is in the lineage iff θ(l, r) for a kept l), without the
 join's product: Q21's NOT EXISTS difference has 0.7 M pairs for 12 k rows.
 
+A window ω is traced the same way, as the self-join its rewrite is: each kept row carries a
+probe of its frame's keys (its partition's values, and its order values for a frame that
+ends at the row and its peers), and the window's input rows in the frame of some probe are
+its part of the lineage: one pass over the input, not a copy of it per window function.
+
 D segment T₁ − T₂: {Ō, T₂}.
 
 Per row: when the targets are *numbered* (each carries ``ROW_ID``), the semi-join with them
@@ -28,7 +33,7 @@ from typing import Any
 
 from materialization.compile import TAG_PREFIX
 from materialization.pushdown import Restriction, push_to_leaves
-from segmenter.operators import Join, Node
+from segmenter.operators import Join, Node, Window
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
 from tracing.engines import Engine, Settled
@@ -55,8 +60,8 @@ def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> li
         tags[id(leaf)] = tag = f"{TAG_PREFIX}{j}"
         rel = engine.leaf_input(seg, leaf, pushed[id(leaf)])
         inputs[id(leaf)] = engine.tagged(rel, tag, leaf.columns, row_key(leaf))
-    semis = _semi_joins(seg.body_top, tags, probed=False)
-    probes = {id(s): f"{TAG_PREFIX}probe{k}" for k, s in enumerate(semis)}
+    probed = _probed_nodes(seg.body_top, tags, probed=False)
+    probes = {id(s): f"{TAG_PREFIX}probe{k}" for k, s in enumerate(probed)}
     joined = engine.body(seg.body_top, inputs, probes)
     for agg in reversed(seg.aggregations):
         joined = engine.with_keys(joined, agg.keys)
@@ -81,39 +86,47 @@ def _split(
     engine: Engine,
 ) -> dict[int, Settled]:
     """Split of the rows ``settled`` (evaluated from ``top``) into each input's rows: the
-    inputs ``top`` reaches by their tags, those on the right of a probed semi-join by
-    tracing that side against the probes."""
+    inputs ``top`` reaches by their tags, those on the right of a probed semi-join, or
+    below a window, by tracing that side against the probes (the rows a kept row matched,
+    the rows of its frame)."""
     found = {id(leaf): engine.split(settled, tags[id(leaf)]) for leaf in _reached(top, tags)}
-    for semi in _semi_joins(top, tags):
-        probe = engine.split(settled, probes[id(semi)])
-        right = semi.inputs[1]
-        matched = engine.settle(engine.matching(engine.body(right, inputs, probes), probe, semi.condition))
-        found |= _split(matched, right, inputs, tags, probes, engine)
+    for node in _probed_nodes(top, tags):
+        probe = engine.split(settled, probes[id(node)])
+        if isinstance(node, Window):
+            read = engine.with_keys(engine.body(node.child, inputs, probes), node.frame_keys)
+            below, condition = node.child, node.frame
+        else:
+            read = engine.body(node.inputs[1], inputs, probes)
+            below, condition = node.inputs[1], node.condition
+        matched = engine.settle(engine.matching(read, probe, condition))
+        found |= _split(matched, below, inputs, tags, probes, engine)
     return found
 
 
 def _walk(node: Node, tags: dict[int, str], probed: bool = True) -> Iterator[Node]:
     """The operators from ``node`` down to the segment's inputs; with ``probed``, not into
-    the right side of a semi-join that is probed (that side is traced by its probes)."""
+    the right side of a semi-join that is probed, nor below a window (traced by probes)."""
     yield node
     if id(node) in tags:
         return
-    kids = node.children[:1] if probed and _probed(node) else node.children
+    kids = node.children
+    if probed and _probed(node):
+        kids = kids[:1] if isinstance(node, Join) else ()
     for kid in kids:
         yield from _walk(kid, tags, probed)
 
 
 def _probed(node: Node) -> bool:
-    """A semi-join whose condition reads its left side (with no such column every right row
-    matches: the join then keeps the right side's tags, as an inner join)."""
-    return isinstance(node, Join) and node.semi and bool(node.probe_columns())
+    """A window, or a semi-join whose condition reads its left side (with no such column
+    every right row matches: the join then keeps the right side's tags, as an inner join)."""
+    return isinstance(node, Window) or (isinstance(node, Join) and node.semi and bool(node.probe_columns()))
 
 
 def _reached(top: Node, tags: dict[int, str]) -> list[Node]:
     return [n for n in _walk(top, tags) if id(n) in tags]
 
 
-def _semi_joins(top: Node, tags: dict[int, str], probed: bool = True) -> list[Join]:
+def _probed_nodes(top: Node, tags: dict[int, str], probed: bool = True) -> list[Join | Window]:
     return [n for n in _walk(top, tags, probed) if _probed(n) and id(n) not in tags]  # type: ignore[misc]
 
 

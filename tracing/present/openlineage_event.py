@@ -245,7 +245,7 @@ Origins = dict[SourceColumn, Via]
 
 class ColumnLineage:
     """The source columns behind every column of a task's tree (DIRECT), and those that
-    decide which rows there are (INDIRECT: subtype FILTER, JOIN, GROUP_BY or SORT)."""
+    decide which rows there are (INDIRECT: subtype FILTER, JOIN, GROUP_BY, WINDOW or SORT)."""
 
     def __init__(self, task: ops.Task) -> None:
         self.indirect: dict[SourceColumn, set[str]] = defaultdict(set)
@@ -303,6 +303,15 @@ class ColumnLineage:
             }
         elif isinstance(node, ops.Difference):  # the right input's rows remove left rows
             self._decides(below[1], [c.id for c in node.right.match_columns()], "FILTER")
+        elif isinstance(node, ops.Window):  # a frame is chosen by its keys
+            for _, key in node.keys:
+                self._decides(cols, key.refs, "WINDOW")
+            cols |= {c.id: _derive(cols, e, "AGGREGATION") for c, e in node.functions}
+        elif isinstance(node, ops.Expand):  # each grouping set's expression feeds an output
+            return {
+                out.id: _merge(_derive(cols, p[i], "TRANSFORMATION") for p in node.projections)
+                for i, out in enumerate(node.outputs)
+            }
         elif isinstance(node, ops.Generate):
             cols |= {o.id: _derive(cols, node.generator, "TRANSFORMATION") for o in node.outputs}
         elif isinstance(node, ops.Function):

@@ -167,9 +167,10 @@ class ResultsStore:
 
     def fetch(self, path: str, local_dir: str) -> str:
         """A local folder holding ``path``'s files: ``path`` itself on a local store, else a
-        copy made under ``local_dir``."""
+        copy made under ``local_dir`` (created only then: a local store leaves no folder)."""
         if path.startswith("file:"):
             return path[len("file:") :]
+        os.makedirs(local_dir, exist_ok=True)
         target = os.path.join(local_dir, os.path.basename(path))
         if not os.path.exists(target):
             self._fs.copyToLocalFile(False, self._Path(path), self._Path(f"file:{target}"), True)

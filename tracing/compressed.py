@@ -32,7 +32,6 @@ class ProvrcPairs:
         self.meta = meta
         # runs never change once committed: a copy (non-local stores) is kept per run folder
         cache = os.path.join(tempfile.gettempdir(), f"al-provrc-{hashlib.sha1(run_dir.encode()).hexdigest()}")
-        os.makedirs(cache, exist_ok=True)
         self.root = os.path.dirname(store.fetch(f"{run_dir}/{COMPRESSED}", cache))
         self.reader = ParquetReader(None, local=True)
         self._tables: dict[str, Table] = {}

@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -356,7 +357,7 @@ def load_region_lineage(run: Run, udf: str) -> RegionLineage:
     target = _folder(run, udf)
     if not store.exists(target):
         raise ValueError(f"run {run.id} has no stored region lineage for {udf!r}; call region_lineage first")
-    local = store.fetch(target, tempfile.mkdtemp(prefix="al-regions-"))
+    local = store.fetch(target, os.path.join(tempfile.gettempdir(), f"al-regions-{uuid.uuid4().hex}"))
     check_listing(local, f"runs/{run.id}/{FOLDER}/{udf}", f"run {run.id} is damaged")
     return RegionLineage.load(local)
 

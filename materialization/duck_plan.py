@@ -93,8 +93,9 @@ class Rel:
 
 def column_types(root: Segment) -> dict[str, SqlType]:
     """The Spark type of every column id in the task (ids are unique in a tree)."""
-    found = {c.id: spark_type(c.dtype) for node in root.top.walk() for c in node.columns}
+    found: dict[str, SqlType] = {}
     for node in root.top.walk():
+        found |= {c.id: spark_type(c.dtype) for c in node.columns}
         if isinstance(node, Window):  # its frame keys: columns of tracing queries alone
             found |= {c.id: spark_type(c.dtype) for c, _ in (*node.keys, *node.frame_keys)}
     return found

@@ -668,16 +668,18 @@ class _Parser:
         partition = self._list(plan.partitionSpec())
         sorts = self._list(plan.orderSpec())
         child = self.node(plan.child())
-        spec = _over([self.expr(p) for p in partition], [self._sort_key(o) for o in sorts])
+        by_partition = [self.expr(p) for p in partition]  # each expression rebuilt once (a JVM trip)
+        sort_keys = [self._sort_key(o) for o in sorts]
+        spec = _over(by_partition, sort_keys)
         functions = tuple(
             (self._attr_col(i.toAttribute()), self._window_function(i.child().windowFunction(), kind, spec))
             for i, kind in zip(items, kinds, strict=True)
         )
         ordered = all(k != "whole" for k in kinds)
-        framed = [("partition_key", p) for p in partition]
-        framed += [("order_key", o.child()) for o in sorts] if ordered else []
-        keys = tuple((self._hidden(n, e), self.expr(e)) for n, e in framed)
-        frame_keys = tuple((self._hidden(f"frame_{n}", e), self.expr(e)) for n, e in framed)
+        framed = [("partition_key", p, e) for p, e in zip(partition, by_partition)]
+        framed += [("order_key", o.child(), k.expr) for o, k in zip(sorts, sort_keys)] if ordered else []
+        keys = tuple((self._hidden(n, j), e) for n, j, e in framed)
+        frame_keys = tuple((self._hidden(f"frame_{n}", j), e) for n, j, e in framed)
         parts = len(partition)
         if not keys:  # OVER (): one frame, the whole input, under a constant key (a probe needs one)
             keys = ((Col(self._fresh_id("whole"), "whole", "int"), Expr("1")),)
@@ -692,7 +694,7 @@ class _Parser:
         window = Window(child, functions, keys, frame_keys, tuple(frame), parts)
         if not any(kind in _TOTAL_ORDER for kind in kinds):
             return window
-        by = _over([self.expr(e) for e in (*partition, *(o.child() for o in sorts))], [])
+        by = _over([*by_partition, *(k.expr for k in sort_keys)], [])
         peers = Expr(f"count(1) OVER ({by.sql})", by.refs)
         return replace(window, peers=peers, tie_error=self._tie_error(plan))
 

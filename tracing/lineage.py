@@ -546,7 +546,7 @@ def entered_by(rows: pa.Table, segment: int) -> pa.Table:
 def for_each(rows: pa.Table, column: str, ids: Sequence[int]) -> pa.Table:
     """``rows`` once for each of ``ids``, with the id in ``column`` (rows found once that
     serve every one of several targets)."""
-    labelled = (rows.append_column(column, pa.array([i] * rows.num_rows, pa.int64())) for i in ids)
+    labelled = (rows.append_column(column, pa.array(np.full(rows.num_rows, i, np.int64))) for i in ids)
     return pa.concat_tables(labelled)
 
 

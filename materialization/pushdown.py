@@ -98,10 +98,15 @@ class Restriction:
         values = {k: rows.column(v).to_pylist() for k, v in on.items()}
         if any(x is not None and type(x) not in _LITERAL_TYPES for xs in values.values() for x in xs):
             return None
-        types = {f.name: f.dataType for f in self.values.schema.fields}
+        types = {f.name: f.dataType.simpleString() for f in self.values.schema.fields}
+        made: dict[tuple[str, Any], Column] = {}
 
         def literal(k: str, x: Any) -> Column:
-            return F.lit(x).cast(types[on[k]])  # the values' own type: compared as the join would
+            """``x`` in the values' own type (compared as the join would), made once: each
+            Column is a few JVM round trips, and a value is both tested and looked up."""
+            if (k, x) not in made:
+                made[k, x] = F.lit(x).cast(types[on[k]])
+            return made[k, x]
 
         ids = rows.column(ROW_ID).to_pylist() if self.numbered else [0] * rows.num_rows
         groups: dict[tuple[Any, ...], set[int]] = {}

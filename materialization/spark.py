@@ -11,11 +11,15 @@ from pyspark.sql import SparkSession
 
 
 def spark_session(
-    master: str | None = None, app: str = "augmented-lineage", java_options: str | None = None
+    master: str | None = None,
+    app: str = "augmented-lineage",
+    java_options: str | None = None,
+    conf: dict[str, str] | None = None,
 ) -> SparkSession:
     """The active session, or a new one on ``master`` (default ``$AL_SPARK_MASTER`` or
     ``local[2]``) whose driver and executor JVMs get ``$AL_JAVA_OPTIONS``, or ``java_options``
-    where that is unset. Few shuffle partitions: lineage queries touch few rows."""
+    where that is unset, with ``conf`` set. Few shuffle partitions: lineage queries touch
+    few rows."""
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
@@ -27,6 +31,8 @@ def spark_session(
     if java:  # the driver's JVM is started by this call, so its options still apply
         builder = builder.config("spark.driver.extraJavaOptions", java)
         builder = builder.config("spark.executor.extraJavaOptions", java)
+    for name, value in (conf or {}).items():
+        builder = builder.config(name, value)
     return (
         builder.master(master)
         .appName(app)

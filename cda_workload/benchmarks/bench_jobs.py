@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from cda_workload.benchmarks.bench import machine
 from reasoning_udfs.text_rules import keyword_sentiment
 from reasoning_udfs.udf import ReasoningUDF
+from segmenter.errors import LineageError
 from tracing import LineageSession
 
 TEXTS = ["good, great value", "bad and terrible", "poor fit", "excellent, love it", "broke at once, bad"]
@@ -246,10 +247,15 @@ def bench_job(als: LineageSession, folder: Path, job: Job, repeat: int) -> dict[
     found: dict[str, Any] = {"plain_s": plain, "duckdb_question_s": hand, "duckdb_rows": list(counts[0])}
     for config, how in CONFIGS.items():
         runs = []
-        for k in range(repeat):
-            group = f"{job.name}-{config}-{k}"
-            task = job.build(_read(als.spark, folder))
-            runs.append(_jobs_of(als, group, lambda: als.run(task, keys=job.keys(), **how)))  # noqa: B023
+        try:
+            for k in range(repeat):
+                group = f"{job.name}-{config}-{k}"
+                task = job.build(_read(als.spark, folder))
+                runs.append(_jobs_of(als, group, lambda: als.run(task, keys=job.keys(), **how)))  # noqa: B023
+        except LineageError as exc:  # recorded, and the other configurations still measured
+            found[config] = {"error": str(exc)}
+            print(f"{job.name:9s} {config:5s} failed: {exc}")
+            continue
         took = statistics.median(t for t, _, _ in runs)
         run = runs[-1][2]
         asked, lin = _median(lambda: run.lineage(where=job.where), repeat)  # noqa: B023

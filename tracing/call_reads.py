@@ -21,7 +21,9 @@ from segmenter.segments import Segment
 from tracing.engines import PARENT, Engine, Settled
 from tracing.lineage import PER_ROW_MAX, ByRow, CallKey, Reads, call_key, for_each, unique_rows
 
-Shared = dict[str, list[tuple[pa.Table, list[int]]]]  # per table: rows traced once, the ids they serve
+# per table: rows traced once for several ids (a subtrahend): the segment that read them, the
+# rows, the ids they serve
+Shared = dict[str, list[tuple[int, pa.Table, list[int]]]]
 
 
 @dataclass
@@ -50,15 +52,19 @@ class Renumbering:
             i = self.parent[i]
             yield i
 
+    def _root(self, i: int) -> int:
+        """The target id ``i`` refines (itself for a target)."""
+        return list(self._chain(i))[-1]
+
     def roots(self, ids: list[int]) -> list[int]:
         """The targets ``ids`` refine, each once."""
-        return sorted({list(self._chain(i))[-1] for i in ids})
+        return sorted({self._root(i) for i in ids})
 
     def _roots(self, ids: pa.ChunkedArray) -> pa.Array:
         """The target each id refines, worked out once per distinct id (a difference's
         subtrahend repeats its rows for each id that reached it: 0.7 M rows for 5 ids)."""
         distinct = pc.unique(ids)
-        roots = [None if i is None else list(self._chain(i))[-1] for i in distinct.to_pylist()]
+        roots = [None if i is None else self._root(i) for i in distinct.to_pylist()]
         return pc.take(pa.array(roots, pa.int64()), pc.index_in(ids, value_set=distinct))
 
     def root(self, table: pa.Table, key: list[str] | None = None) -> pa.Table:
@@ -89,10 +95,7 @@ class Renumbering:
             if keys.get(table):  # a row is told by its key: Q21's 57 k line items, 4 columns not 17
                 rows = rows.select([*keys[table], ROW_ID])
             ids = rows.column(ROW_ID)
-            by_call: dict[CallKey, list[int]] = {}
-            for i in pc.unique(ids).drop_null().to_pylist():
-                for call in self._calls_of(i):
-                    by_call.setdefault(call, []).append(i)
+            by_call = self._by_call(pc.unique(ids).drop_null().to_pylist())
             if not by_call:
                 continue
             at = rows.schema.get_field_index(ROW_ID)
@@ -101,14 +104,10 @@ class Renumbering:
                 read = rooted.filter(pc.is_in(ids, value_set=pa.array(read_ids, pa.int64())))
                 out.setdefault(call, {})[table] = unique_rows(read, keys.get(table))
         for table, parts in shared.items():
-            for rows, ids in parts:
+            for _, rows, ids in parts:
                 rows = rows.select(keys[table]) if keys.get(table) else rows
-                by_call = {}
-                for i in ids:
-                    for call in self._calls_of(i):
-                        by_call.setdefault(call, []).append(i)
                 labelled: dict[tuple[int, ...], pa.Table] = {}
-                for call, read_ids in by_call.items():
+                for call, read_ids in self._by_call(ids).items():
                     roots = tuple(self.roots(read_ids))
                     if roots not in labelled:
                         labelled[roots] = for_each(rows, ROW_ID, roots)
@@ -117,6 +116,10 @@ class Renumbering:
                     mine[table] = pa.concat_tables([*had, labelled[roots]], promote_options="default")
         return out
 
-    def _calls_of(self, i: int) -> set[CallKey]:
-        """The model calls on id ``i``'s way up to its target."""
-        return {c for j in self._chain(i) for c in self.calls.get(j, ())}
+    def _by_call(self, ids: list[int]) -> dict[CallKey, list[int]]:
+        """Per model call, the ``ids`` on whose way up to their targets it lies."""
+        found: dict[CallKey, list[int]] = {}
+        for i in ids:
+            for call in {c for j in self._chain(i) for c in self.calls.get(j, ())}:
+                found.setdefault(call, []).append(i)
+        return found

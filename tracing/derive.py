@@ -18,7 +18,7 @@ from materialization.compile import ROW_ID
 from materialization.pushdown import Restriction
 from segmenter.operators import Source
 from segmenter.segments import Segment, control_reads
-from tracing.call_reads import Renumbering
+from tracing.call_reads import Renumbering, Shared
 from tracing.engines import Engine
 from tracing.lineage import (
     PLACE,
@@ -126,10 +126,10 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     via = {table: _entered(parts, keys[table], narrow[table]) for table, parts in apart.items()}
     found = {t: unique_rows(rows.drop_columns([SEGMENT]), keys[t]) for t, rows in via.items()}
     by_row = ByRow(source=found, reasoning=reasoning, via=via).local()
-    shared = {t: ps for t, parts in source.items() if (ps := [(r, i) for _, r, i in parts if i is not None])}
+    shared = {t: ps for t, parts in source.items() if (ps := [p for p in parts if p[2] is not None])}
     reads = renumbering.reads(by_row.source, keys, shared)  # type: ignore[arg-type]
     rooted = _widened(renumbering.rooted(by_row, keys), wide, narrow)
-    answer = _with_shared(rooted, source, keys, renumbering).merged(stats, keys)
+    answer = _with_shared(rooted, shared, keys, renumbering).merged(stats, keys)  # type: ignore[arg-type]
     answer.reads = reads
     answer.routes = routes
     answer.control = control
@@ -176,22 +176,16 @@ def _entered(parts: list[Part], key: list[str], narrow: list[str] | None) -> pa.
 
 
 def _with_shared(
-    by_row: ByRow, source: dict[str, list[Part]], keys: dict[str, list[str]], renumbering: Renumbering
+    by_row: ByRow, shared: Shared, keys: dict[str, list[str]], renumbering: Renumbering
 ) -> ByRow:
-    """``by_row`` with the rows traced once for several ids (a difference's subtrahend),
-    each labelled with the targets those ids refine. They skip the per-id bookkeeping of the
-    rows traced apart (their ids climbing to the targets, their key joined back to their
-    columns): the retail job at 1 M orders has 20 k of those, and 650 k orders and as many
+    """``by_row`` with the ``shared`` rows, traced once for several ids (a difference's
+    subtrahend), each labelled with the targets those ids refine. They skip the per-id
+    bookkeeping of the rows traced apart (their ids climbing to the targets, their key joined
+    back to their columns): the retail job at 1 M orders has 20 k of those, and 650 k orders and as many
     reviews checked for one target through every model call above them."""
     via, found = dict(by_row.via), dict(by_row.source)
-    for table, parts in source.items():
-        labelled = [
-            entered_by(for_each(rows, ROW_ID, renumbering.roots(ids)), seg)
-            for seg, rows, ids in parts
-            if ids is not None
-        ]
-        if not labelled:
-            continue
+    for table, parts in shared.items():
+        labelled = [entered_by(for_each(r, ROW_ID, renumbering.roots(ids)), seg) for seg, r, ids in parts]
         key = keys[table]
         entered = pa.concat_tables(labelled, promote_options="default")
         serving = entered.drop_columns([SEGMENT])

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from materialization.locations import filesystem
 from segmenter.errors import LineageError
 
 STAGING = "staging-"  # a run being written (or left by a killed one): not listed
@@ -86,7 +87,7 @@ class StoreCatalog:
     def __init__(self, uri: str) -> None:
         """``uri``: a normalised store URI (``file:/abs/path``, ``s3://...``)."""
         self.uri = uri
-        self.fs, self.root = pafs.FileSystem.from_uri(uri)
+        self.fs, self.root = filesystem(uri)
 
     def exists(self) -> bool:
         return self.fs.get_file_info(self.root).type == pafs.FileType.Directory

@@ -23,6 +23,7 @@ from materialization.duck_expressions import (
     spark_type,
     to_duckdb,
 )
+from materialization.locations import sql_string
 from segmenter.operators import (
     ROW_ID_COLUMN,
     Aggregation,
@@ -52,11 +53,6 @@ def quoted(name: str) -> str:
 q = quoted
 
 
-def literal(text: str) -> str:
-    """A DuckDB string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def source_scan(node: Source, scan: Callable[[str], str]) -> str:
     """A FROM item of a source's rows by column name: its store snapshot through ``scan``, or
     the user's Parquet files where they are, with a keyless source's ``_rid`` computed as
@@ -70,10 +66,10 @@ def source_scan(node: Source, scan: Callable[[str], str]) -> str:
     paths = [local_file(f) for f in files.paths]
     if any(p is None for p in paths):
         raise NotInProcess(f"source {node.table} is not on the local file system")
-    listed = "[" + ", ".join(literal(p) for p in paths if p is not None) + "]"
+    listed = "[" + ", ".join(sql_string(p) for p in paths if p is not None) + "]"
     if not files.row_id:
         return f"read_parquet({listed})"
-    ordinal = " ".join(f"WHEN {literal(p)} THEN {i}" for i, p in enumerate(paths) if p is not None)
+    ordinal = " ".join(f"WHEN {sql_string(p)} THEN {i}" for i, p in enumerate(paths) if p is not None)
     rid = f"((CASE filename {ordinal} END)::BIGINT << {ROW_SHIFT}) + file_row_number"
     scanned = f"read_parquet({listed}, filename = true, file_row_number = true)"
     return f"(SELECT *, {rid} AS {q(ROW_ID_COLUMN)} FROM {scanned})"

@@ -31,6 +31,7 @@ from materialization.capture import LID, Capturer, flat_fields, lid_columns, tra
 from materialization.compile import TAG_PREFIX, read_source, ref
 from materialization.duck_expressions import register_functions
 from materialization.duck_plan import DuckPlan, Rel, column_types, quoted, source_scan
+from materialization.locations import local_path, parquet_scan, sql_string
 from materialization.store import ResultsStore
 from segmenter.operators import Source
 from segmenter.segments import Segment
@@ -245,7 +246,7 @@ class SparkFrames:
 
 def _literal(value: Any) -> str:
     if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
+        return sql_string(value)
     return "NULL" if value is None else repr(value)
 
 
@@ -304,12 +305,12 @@ class DuckFrames:
 
     @staticmethod
     def _local(path: str) -> str:
-        assert path.startswith("file:"), path
-        return path[len("file:") :]
+        local = local_path(path)
+        assert local is not None, path
+        return local
 
     def read(self, path: str) -> str:
-        scan = f"{self._local(path)}/*.parquet".replace("'", "''")
-        return f"SELECT * FROM read_parquet('{scan}')"
+        return f"SELECT * FROM {parquet_scan(self._local(path))}"
 
     def source(self, leaf: Source, attrs: Sequence[str]) -> str:
         scanned = source_scan(leaf, lambda uri: f"({self.read(uri)})")
@@ -426,9 +427,9 @@ class DuckFrames:
         local = self._local(path)
         os.makedirs(local)
         rows = self.distinct(rel) if distinct else rel
-        target = f"{local}/part-00000.zstd.parquet".replace("'", "''")
+        target = sql_string(f"{local}/part-00000.zstd.parquet")
         self.con.execute(
-            f"COPY ({rows} ORDER BY {', '.join(map(quoted, order))}) TO '{target}' "
+            f"COPY ({rows} ORDER BY {', '.join(map(quoted, order))}) TO {target} "
             f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES {ROW_GROUP_BYTES})"
         )
 

@@ -34,6 +34,7 @@ from pyspark.sql.types import LongType, NumericType, StructField, StructType
 from materialization.catalog import STAGING, StoreCatalog, StoreError, check_run_id, located, portable
 from materialization.compile import ref
 from materialization.integrity import Files, manifest, manifest_digest
+from materialization.locations import local_path, normalize_uri
 from segmenter.operators import Source
 from segmenter.sources import SourceRef, local_file
 
@@ -84,13 +85,6 @@ class Uncertainty:
                     f"source {table!r}: the alternatives of {self.alternatives} = {over[0]['g']!r} have "
                     f"confidences adding up to {over[0]['total']:.4g} > 1"
                 )
-
-
-def normalize_uri(uri: str) -> str:
-    """Absolute ``file:`` URI for a local path; other URIs unchanged."""
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", uri):
-        return uri.rstrip("/")
-    return "file:" + os.path.abspath(uri)
 
 
 def new_id(prefix: str) -> str:
@@ -168,8 +162,9 @@ class ResultsStore:
     def fetch(self, path: str, local_dir: str) -> str:
         """A local folder holding ``path``'s files: ``path`` itself on a local store, else a
         copy made under ``local_dir`` (created only then: a local store leaves no folder)."""
-        if path.startswith("file:"):
-            return path[len("file:") :]
+        local = local_path(path)
+        if local is not None:
+            return local
         os.makedirs(local_dir, exist_ok=True)
         target = os.path.join(local_dir, os.path.basename(path))
         if not os.path.exists(target):

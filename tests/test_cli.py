@@ -68,11 +68,13 @@ def run_id(logged: tuple[str, str]) -> str:
 def commands(
     store: str, run_id: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, subprocess.CompletedProcess]:
-    """`al lineage --json` and a bad run id as processes, started together (each starts Spark)."""
+    """`al lineage --json`, a bad run id and a predicate that divides by zero as processes,
+    started together (each starts Spark)."""
     cwd = tmp_path_factory.mktemp("cwd")
     argvs = {
         "lineage": [AL, "lineage", run_id, "--store", store, "--where", "Judge = 'Reject'", "--json"],
         "bad": [AL, "lineage", "r-no-such-run", "--store", store],
+        "zero": [AL, "lineage", run_id, "--store", store, "--where", "count / 0 > 1"],
     }
     started = {
         k: subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -120,6 +122,26 @@ def test_bad_run_id_is_one_line_and_exit_2(commands: dict) -> None:
     errors = [line for line in done.stderr.splitlines() if line.startswith("al:")]
     assert len(errors) == 1 and "Traceback" not in done.stderr
     assert errors[0].startswith("al: error: no run 'r-no-such-run' in ")
+
+
+def test_unanswerable_predicates_are_one_line_and_exit_2(
+    commands: dict, store: str, run_id: str, capsys: pytest.CaptureFixture
+) -> None:
+    """A predicate that fails on the output's values, and ones past a bound before any parser
+    or engine sees them (3,000 conjuncts killed the JVM thread serving Arrow; 3,000 nested
+    parentheses overflowed Spark's parser; past the bound, a list of values is one IN)."""
+    done = commands["zero"]
+    assert done.returncode == 2 and "Traceback" not in done.stderr and '"ts":' not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    says = "where='count / 0 > 1' fails on the output's rows: [DIVIDE_BY_ZERO] Division by zero."
+    assert last == f"al: error: {says}"
+    for where, says in (
+        (" AND ".join(["count > 0"] * 300), "where= has 299 AND/OR operators (at most 256)"),
+        ("(" * 3000 + "count > 0" + ")" * 3000, "where= nests parentheses 3,000 deep (at most 64)"),
+        ("Judge = '" + "x" * 30_000 + "'", "where= has 30,010 characters (at most 20,000)"),
+    ):
+        assert main(["lineage", run_id, "--store", store, "--where", where]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"al: error: {says}")
 
 
 def test_user_errors_exit_2_in_one_line(store: str, capsys: pytest.CaptureFixture) -> None:

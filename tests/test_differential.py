@@ -41,6 +41,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from materialization.capture import Capture
+from materialization.locations import local_path
 from materialization.settle import settle
 from materialization.strategies import stores
 from segmenter.errors import LineageError
@@ -49,7 +50,6 @@ from tests.tasks_suite import TASKS, build, generate, plain_dataframe, register_
 from tracing import LineageSession, Run
 from tracing.engines import spark_engine
 from tracing.lineage import AugmentedLineage
-from tracing.parquet_reader import local_path
 
 STRATEGIES = ("rerun", "full", "fm")
 CAPTURED = ("eager", "compressed")  # lineage answered from a run's indexes, by their storage

@@ -35,6 +35,7 @@ from materialization import duck
 from materialization.capture import LID, Capture, CaptureError, packing
 from materialization.index_frames import REF, SPILL_PREFIX, DuckFrames, SparkFrames, spill_folder
 from materialization.integrity import IntegrityError, verify
+from materialization.locations import local_path
 from materialization.store import SOURCE_META, StoreError
 from segmenter.errors import LineageError
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
@@ -43,7 +44,6 @@ from tests.test_differential import Lineage
 from tracing import LineageSession, Run
 from tracing.errors import NotCapturedError, TargetNotFoundError
 from tracing.forward import ForwardLineage
-from tracing.parquet_reader import local_path
 
 TABLES = ("customer", "orders", "lineitem")
 DATA = generate()

@@ -3,10 +3,13 @@ augmented lineage of ⟨Reject, 1⟩ under every strategy."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from contextlib import redirect_stdout
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,8 +17,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
+from cda_workload.command_line.cli import main
 from cda_workload.workloads.loan_example import LOAN_SQL, loan_task, register_loan_tables
 from materialization.capture import Capture
+from materialization.locations import LocationError
 from reasoning_udfs.loan_rules import credit_rules
 from segmenter.errors import LineageError
 from tests.child_process import spark_child_env
@@ -24,11 +29,14 @@ from tracing import LineageSession, Run
 from tracing.lineage import unique_rows
 
 STRATEGIES = ("rerun", "full", "fm")
+# a store path as people name folders: every golden question (each strategy, the eager and
+# compressed indexes, a new process, the CLI) reads a store whose path holds each of these
+ODD_FOLDER = "my runs 'Q4' \"draft\" 100%20 #2 Übersicht"
 
 
 @pytest.fixture(scope="module")
 def loan(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> LineageSession:
-    als = LineageSession(spark, store=str(tmp_path_factory.mktemp("golden") / "store"))
+    als = LineageSession(spark, store=str(tmp_path_factory.mktemp("golden") / ODD_FOLDER / "store"))
     register_loan_tables(als)
     return als
 
@@ -169,3 +177,14 @@ def test_lineage_from_a_new_process(runs: dict[str, Run], loan: LineageSession, 
     assert answer["client"] == json.loads(json.dumps(here.source_rows("client"), default=str))
     assert [r["LoanID"] for r in answer["loan"]] == ["L02"]
     assert answer["rl"][0]["reason"]["attributes"] == ["Debt", "LoanAmount"]
+
+
+def test_the_cli_reads_a_store_by_the_path_as_written(runs: dict[str, Run], loan: LineageSession) -> None:
+    """The path of ODD_FOLDER as a user types it (``%20`` is three characters, ``#`` no fragment)."""
+    path = os.path.relpath(loan.store.uri.removeprefix("file:"))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["runs", "--store", path]) == 0
+    assert all(run.id in out.getvalue() for run in runs.values())
+    with pytest.raises(LocationError, match=r"holds \* \?, which Spark and DuckDB read as file-name"):
+        LineageSession(loan.spark, store="runs?/*")

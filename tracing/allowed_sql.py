@@ -67,12 +67,40 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUERY_WORDS = frozenset({"select", "from", "values", "table", "with"})
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`")
 
+# what a person's predicate may hold (a longer one is refused before any parser sees it:
+# Spark's parser overflows its stack on 3,000 nested parentheses, a thread serving Arrow dies
+# of 3,000 conjuncts, and a translator's recursion ends the process)
+WHERE_CHARS = 20_000
+WHERE_OPERATORS = 256  # AND and OR (a list of values is one IN)
+WHERE_DEPTH = 64  # nested parentheses
+_BOOLEAN = re.compile(r"\b(?:and|or)\b", re.I)
+
+
+def check_bounded(text: str, what: str, chars: int, operators: int, depth: int) -> None:
+    """A one-line error where ``text`` is longer, has more AND/OR or nests parentheses
+    deeper than the bounds (counted outside quoted strings)."""
+    if len(text) > chars:
+        raise LineageError(f"{what} has {len(text):,} characters (at most {chars:,})")
+    bare = _QUOTED.sub("''", text)
+    found = len(_BOOLEAN.findall(bare))
+    if found > operators:
+        raise LineageError(
+            f"{what} has {found:,} AND/OR operators (at most {operators:,}): give a list of values as IN (…)"
+        )
+    level = deepest = 0
+    for ch in bare:
+        level += (ch == "(") - (ch == ")")
+        deepest = max(deepest, level)
+    if deepest > depth:
+        raise LineageError(f"{what} nests parentheses {deepest:,} deep (at most {depth})")
+
 
 def check_where(spark: SparkSession, where: str) -> str:
     """``where`` if it is a predicate made of the allowed parts, else a one-line error naming
     the first part that is not."""
     if not isinstance(where, str) or not where.strip():
         raise LineageError(f"invalid where={where!r}: give a SQL predicate over the output's columns")
+    check_bounded(where, "where=", WHERE_CHARS, WHERE_OPERATORS, WHERE_DEPTH)
     refused = _first_refused(_parse(spark, where, f"invalid where={where!r}"), _question_refuses)
     if refused:
         raise LineageError(

@@ -24,6 +24,7 @@ from materialization.compile import ROW_ID, ref
 from materialization.compressed_index import COMPRESSED
 from materialization.duck_expressions import NotInProcess, output_predicate
 from materialization.indexes import DIFF, SEG, TABLE, index_name
+from materialization.locations import local_path
 from materialization.provrc.tuples import FN
 from materialization.store import ResultsStore
 from segmenter.errors import LineageError
@@ -47,7 +48,7 @@ from tracing.lineage import (
     entered_by,
     for_each,
 )
-from tracing.parquet_reader import ParquetReader, Rows, local_path, quoted
+from tracing.parquet_reader import ParquetReader, Rows, quoted
 
 CALL = "__call"  # a model call's row id in its segment's stored output
 

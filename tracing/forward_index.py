@@ -21,7 +21,7 @@ from typing import Any
 
 from materialization.index_frames import DuckFrames
 from materialization.integrity import check_listing, write_listing
-from tracing.parquet_reader import local_path
+from materialization.locations import local_path
 
 FOLDER = "forward"  # in a run's folder: the forward indexes its questions sorted
 

@@ -19,6 +19,7 @@ from materialization import duck
 from materialization.compile import null_safe_match, ref, source_rows
 from materialization.duck_expressions import register_functions
 from materialization.duck_plan import quoted, source_scan
+from materialization.locations import local_path, parquet_scan
 from materialization.provrc import Boxes
 from segmenter.operators import Source
 
@@ -28,11 +29,6 @@ LOADED_BYTES = 8 << 20  # a local folder up to this size is read once into memor
 
 Selection = Sequence[tuple[str, str]]  # (column in the file, name in the answer)
 Rows = str | Source  # a store folder's URI, or a source's rows (a snapshot, or files read in place)
-
-
-def local_path(uri: str) -> str | None:
-    """The file-system path of a ``file:`` URI; None for other stores."""
-    return uri[len("file:") :] if uri.startswith("file:") else None
 
 
 def _selected(df: DataFrame, select: Selection | None) -> DataFrame:
@@ -93,7 +89,7 @@ class ParquetReader:
         path = local_path(uri)
         assert path is not None
         if path not in self._loaded:
-            files = f"read_parquet('{path}/*.parquet')"
+            files = parquet_scan(path)
             if sum(e.stat().st_size for e in os.scandir(path) if e.name.endswith(".parquet")) > LOADED_BYTES:
                 self._loaded[path] = files
             else:

@@ -66,7 +66,7 @@ from tracing.eager import EagerIndex
 from tracing.engines import Engine, Settled, choose_engine
 from tracing.engines.in_process import DuckEngine
 from tracing.engines.spark_engine import SparkEngine
-from tracing.errors import NotCapturedError, TargetNotFoundError, filter_where, first_line
+from tracing.errors import NotCapturedError, TargetNotFoundError, filter_where, first_line, value_errors
 from tracing.forward import ForwardLineage
 from tracing.lineage import PER_ROW_MAX, AugmentedLineage
 from tracing.regions import RegionLineage, region_lineage
@@ -537,8 +537,10 @@ class Run:
         influential facts to name."""
         self._check_choice(where, rows, sample)
         store = self.formulas
+        with value_errors(where):
+            chosen = self._confidence_targets(self._choose(where, rows, sample, seed))
         return row_confidences(
-            store, self._confidence_targets(self._choose(where, rows, sample, seed)), algorithm, explain,
+            store, chosen, algorithm, explain,
             method=method, epsilon=epsilon, delta=delta, seed=seed, budget=budget,
         )
 
@@ -606,17 +608,18 @@ class Run:
     def _eager_lineage(
         self, index: EagerIndex, where: str | None, rows: Any, sample: int | None, seed: int
     ) -> AugmentedLineage:
-        if rows is not None:
-            targets, lids = index.rows_targets(self._given_rows(rows))
-        elif where is None and sample is None:
-            targets, lids = index.targets(None)
-        elif sample is None:
-            try:
-                targets, lids = index.where_targets(where)
-            except NotInProcess:  # a predicate DuckDB might judge otherwise: Spark chooses
-                targets, lids = index.targets(self._choose(where, None, None, seed))
-        else:
-            targets, lids = index.targets(self._choose(where, None, sample, seed))
+        with value_errors(where):
+            if rows is not None:
+                targets, lids = index.rows_targets(self._given_rows(rows))
+            elif where is None and sample is None:
+                targets, lids = index.targets(None)
+            elif sample is None:
+                try:
+                    targets, lids = index.where_targets(where)
+                except NotInProcess:  # a predicate DuckDB might judge otherwise: Spark chooses
+                    targets, lids = index.targets(self._choose(where, None, None, seed))
+            else:
+                targets, lids = index.targets(self._choose(where, None, sample, seed))
         if not lids:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         return index.backward(targets, lids)
@@ -627,7 +630,8 @@ class Run:
         complete = self.record["mode"] == "reasoning"
         restorer = self._restorer
         tracer = choose_engine(self.root, restorer, complete, engine)
-        chosen, df = self._targets(tracer, where, rows, sample, seed)
+        with value_errors(where):
+            chosen, df = self._targets(tracer, where, rows, sample, seed)
         if chosen.count == 0:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         with translate_task_errors():
@@ -645,7 +649,9 @@ class Run:
         result.run_id = self.id
         if self.backend == "confidence":
             df = df if df is not None else self._choose(where, rows, sample, seed)
-            result.confidence = row_confidences(self.formulas, self._confidence_targets(df))
+            with value_errors(where):
+                chosen_rows = self._confidence_targets(df)
+            result.confidence = row_confidences(self.formulas, chosen_rows)
         return result
 
     def _targets(

@@ -61,10 +61,10 @@ from cda_workload.workloads.loan_example import loan_task, register_loan_tables
 from cda_workload.workloads.tpch import generate, register_tpch
 from materialization import duck
 from materialization.capture import Capture
+from materialization.locations import local_path
 from materialization.restore import stored_columns
 from segmenter.operators import Source
 from tracing import LineageSession, Run
-from tracing.parquet_reader import local_path
 
 SIZES = (1, 100)
 LAZY = ("rerun", "fm", "full")

@@ -17,7 +17,7 @@ def existing_store(store: str) -> StoreCatalog:
     """The run records of a store a command reads, without Spark: a local store that is not
     there is a typo, not a new store to create."""
     from materialization.catalog import StoreCatalog
-    from materialization.store import normalize_uri
+    from materialization.locations import normalize_uri
 
     local = store.removeprefix("file:")
     if "://" not in store and not os.path.isdir(local):

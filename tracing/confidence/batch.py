@@ -16,10 +16,10 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from materialization.locations import local_path
 from segmenter.errors import LineageError
 from tracing.confidence.rows import ALGORITHMS, target_graph
 from tracing.confidence.store import FormulaStore
-from tracing.parquet_reader import local_path
 
 ROW = "__row"
 RESULT_SCHEMA = f"{ROW} long, probability double, method string, samples long, seconds double"

@@ -15,9 +15,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from materialization.locations import local_path
 from tracing.confidence.facts import Facts
 from tracing.confidence.formula import Formula, Var, conj, disj, neg
-from tracing.parquet_reader import ParquetReader, local_path
+from tracing.parquet_reader import ParquetReader
 
 
 class FormulaStore:

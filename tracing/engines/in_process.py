@@ -37,6 +37,7 @@ from materialization.duck_expressions import (
 from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated, source_scan
 from materialization.duck_plan import quoted as q
 from materialization.integrity import Check
+from materialization.locations import local_path, parquet_scan, sql_string
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
 from reasoning_udfs.udf import ReasoningUDF, lookup, parse_type, registered
@@ -53,7 +54,6 @@ from segmenter.segments import Segment
 from segmenter.sources import local_file
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
-from tracing.parquet_reader import local_path
 
 MAX_BYTES = int(os.environ.get("AL_IN_PROCESS_BYTES", str(4 << 30)))  # larger inputs: Spark
 MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
@@ -69,7 +69,7 @@ def _local(uri: str) -> str:
 
 
 def _parquet(uri: str) -> str:
-    return "read_parquet(" + "'" + f"{_local(uri)}/*.parquet".replace("'", "''") + "')"
+    return parquet_scan(_local(uri))
 
 
 def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
@@ -383,7 +383,7 @@ class DuckEngine(DuckPlan):
         run_id = self.restorer.run_dir.rsplit("/", 1)[-1]
         cached = _cached(folder, f"runs/{run_id}/reasons/{fn.value.id}", run_id)
         if cached:
-            cache = "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in cached) + "])"
+            cache = "read_parquet([" + ", ".join(map(sql_string, cached)) + "])"
             on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
             found = f"(SELECT DISTINCT *, TRUE AS __found FROM {cache}) k"
             joined = f"({keyed.sql}) x LEFT JOIN {found} ON {on}"

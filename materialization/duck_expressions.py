@@ -87,7 +87,7 @@ def _typed(sql: str, types: tuple[tuple[str, SqlType], ...]) -> tuple[str, str]:
     """Translated once per process (sqlglot's parse and check were a fifth of a one-row
     question: every question checks and compiles the same expressions again)."""
     try:
-        tree = sqlglot.parse_one(sql, read="spark")
+        tree = sqlglot.parse_one(_as_sqlglot_reads_spark(sql), read="spark")
     except sqlglot.errors.ParseError as e:
         raise NotInProcess(f"cannot parse {sql!r}") from e
     holder = exp.Paren(this=tree)  # the checker rewrites some nodes in place, the top one too
@@ -97,6 +97,39 @@ def _typed(sql: str, types: tuple[tuple[str, SqlType], ...]) -> tuple[str, str]:
     )
     ddl = f"decimal({found.precision},{found.scale})" if isinstance(found, DecimalType) else found
     return exact.sql("duckdb", identify=True), ddl
+
+
+_ESCAPE = re.compile(r"\\(?:['\"\\nt]|u[0-9a-fA-F]{4})")  # read alike by Spark and sqlglot
+
+
+def _as_sqlglot_reads_spark(sql: str) -> str:
+    """``sql`` with its quoted strings in a form sqlglot reads as Spark does: a doubled quote
+    inside a literal (``'a''b'``: Spark's ``a'b``, sqlglot's ``'a' || 'b'``) as a backslash
+    escape. Any other backslash escape than ``\\' \\" \\\\ \\n \\t \\uXXXX`` is
+    :class:`NotInProcess` (Spark reads ``\\%``, ``\\_`` and octal escapes its own way)."""
+    out: list[str] = []
+    quote = None  # the quote of the literal or identifier being read
+    i = 0
+    while i < len(sql):
+        ch = sql[i]
+        if quote is None:
+            quote = ch if ch in "'\"`" else None
+        elif ch == "\\" and quote != "`":
+            found = _ESCAPE.match(sql, i)
+            if found is None:
+                raise NotInProcess(f"a string escape Spark reads its own way in {sql!r}")
+            out.append(found.group())
+            i = found.end()
+            continue
+        elif ch == quote:
+            if sql.startswith(quote, i + 1):  # doubled: the quote itself
+                out.append(quote + quote if quote == "`" else "\\" + quote)
+                i += 2
+                continue
+            quote = None
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def _values(node: exp.Expression) -> list[exp.Expression]:

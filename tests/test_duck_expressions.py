@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from datetime import date
 from decimal import Decimal
 
@@ -204,35 +205,32 @@ def _predicates(draw: st.DrawFn, depth: int = 0) -> str:
 
     s = one(*WORDS)
     lit = text(s)
-    kind = draw(st.integers(0, 13 if depth < 2 else 10))
-    if kind == 0:
-        return f"k {one('=', '<>', '<', '>=', '<=>')} {lit}"
-    if kind == 1:
+
+    def listed() -> str:
         more = [text() for _ in range(draw(st.integers(0, 3)))]
-        listed = [lit, *more, *(["NULL"] * draw(st.integers(0, 1)))]
-        return f"k {one('IN', 'NOT IN')} ({', '.join(listed)})"
-    if kind == 2:
-        return f"k LIKE {text(one(*PATTERNS))}"
-    if kind == 3:
-        return f"k IS {one('', 'NOT ')}NULL"
-    if kind == 4:
-        return f"n {one('=', '>', '<=')} {draw(st.integers(-4, 8))}"
-    if kind == 5:
-        return f"m {one('=', '>', '<')} {one(*NUMBERS)}"
-    if kind == 6:
-        return f"dt {one('=', '<', '>=')} DATE '2020-01-0{draw(st.integers(1, 9))}'"
-    if kind == 7:
-        return f"x {one('=', '>')} {one(*DOUBLES)}"
-    if kind == 8:
-        return f"CASE WHEN k = {lit} THEN 1 WHEN k IS NULL THEN NULL ELSE 0 END = 1"
-    if kind == 9:
-        return f"coalesce(k, {lit}) = {text()}"
-    if kind == 10:
-        return f"concat(k, {lit}) = {text(one(*WORDS) + s)}"
-    if kind == 11:
-        return f"NOT ({draw(_predicates(depth + 1))})"
-    left, right = draw(_predicates(depth + 1)), draw(_predicates(depth + 1))
-    return f"({left}) {one('AND', 'OR')} ({right})"
+        return ", ".join([lit, *more, *(["NULL"] * draw(st.integers(0, 1)))])
+
+    atoms: list[Callable[[], str]] = [
+        lambda: f"k {one('=', '<>', '<', '>=', '<=>')} {lit}",
+        lambda: f"k {one('IN', 'NOT IN')} ({listed()})",
+        lambda: f"k LIKE {text(one(*PATTERNS))}",
+        lambda: f"k IS {one('', 'NOT ')}NULL",
+        lambda: f"n {one('=', '>', '<=')} {draw(st.integers(-4, 8))}",
+        lambda: f"m {one('=', '>', '<')} {one(*NUMBERS)}",
+        lambda: f"dt {one('=', '<', '>=')} DATE '2020-01-0{draw(st.integers(1, 9))}'",
+        lambda: f"x {one('=', '>')} {one(*DOUBLES)}",
+        lambda: f"CASE WHEN k = {lit} THEN 1 WHEN k IS NULL THEN NULL ELSE 0 END = 1",
+        lambda: f"coalesce(k, {lit}) = {text()}",
+        lambda: f"concat(k, {lit}) = {text(one(*WORDS) + s)}",
+    ]
+    if depth < 2:  # NOT, AND and OR over drawn predicates
+
+        def inner() -> str:
+            return draw(_predicates(depth + 1))
+
+        atoms.append(lambda: f"NOT ({inner()})")
+        atoms += [lambda: f"({inner()}) {one('AND', 'OR')} ({inner()})"] * 2
+    return draw(st.sampled_from(atoms))()
 
 
 EXPLORE = os.environ.get("AL_PREDICATE_EXAMPLES")  # a number: new draws, that many batches

@@ -4,14 +4,21 @@ question needs one)."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import hmac
 import json
+import os
 import re
-from collections.abc import Callable
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from materialization.locations import filesystem
+from materialization.locations import filesystem, local_path
 from segmenter.errors import LineageError
 
 STAGING = "staging-"  # a run being written (or left by a killed one): not listed
@@ -23,6 +30,38 @@ RUN_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=-]*(/[A-Za-z0-9_][A-Za-z0-9_.=-
 
 class StoreError(LineageError):
     """The results store cannot be used (not writable, missing run, corrupt record)."""
+
+
+SEAL = "seal"  # in a run's record: its HMAC by the store's key, where $AL_STORE_KEY gives one
+LOCK = ".record.lock"  # in a run's folder: held while a question rewrites the record
+_HELD = threading.local()  # .paths: the lock files this thread holds
+
+
+def seal(record: dict[str, Any]) -> str | None:
+    """The HMAC-SHA256 of ``record`` (as stored, without its seal) by ``$AL_STORE_KEY``; None
+    without a key. With a key, a record (and through it every file it lists) cannot be
+    rewritten by whoever can write the store but not read the key."""
+    key = os.environ.get("AL_STORE_KEY")
+    if not key:
+        return None
+    text = json.dumps({k: v for k, v in record.items() if k != SEAL}, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def sealed(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` (as stored) with its seal, where a key is set."""
+    found = seal(record)
+    return record if found is None else {**record, SEAL: found}
+
+
+def check_seal(run_id: str, record: dict[str, Any]) -> None:
+    expected = seal(record)
+    if expected is not None and not hmac.compare_digest(str(record.get(SEAL, "")), expected):
+        says = "has no seal" if SEAL not in record else "has another seal"
+        raise StoreError(
+            f"the record of run {run_id!r} {says} than $AL_STORE_KEY gives: written without the key, "
+            "or edited"
+        )
 
 
 STORE_PREFIX = "@store/"  # in records: a path inside the store, wherever the store now is
@@ -114,4 +153,40 @@ class StoreCatalog:
             record = json.loads(text.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise StoreError(f"the record of run {run_id!r} (run.json) is not valid JSON: {exc}") from None
-        return located(check_record(run_id, record), self.uri)
+        check_record(run_id, record)
+        check_seal(run_id, record)
+        return located(record, self.uri)
+
+    def update_run(self, run_id: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply ``change`` to run ``run_id``'s record (as stored: paths relative to the store)
+        and put the new record in place whole (written beside it, then renamed over it), sealed
+        again; one question at a time (a lock file, on a local store). Returns it, located."""
+        with self.record_lock(run_id):
+            record = portable(self.read_run(run_id), self.uri)
+            change(record)
+            folder = f"{self.root}/runs/{run_id}"
+            tmp = f"{folder}/.run.json.{uuid.uuid4().hex}"
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(json.dumps(sealed(record), indent=1).encode())
+            self.fs.move(tmp, f"{folder}/run.json")
+        return located(record, self.uri)
+
+    @contextmanager
+    def record_lock(self, run_id: str) -> Iterator[None]:
+        """Held while a question rewrites run ``run_id``'s record or builds what it will list
+        (a store off the local file system has no lock: two questions adding at once may lose
+        one's entry, and the file is then not used)."""
+        local = local_path(self.uri)
+        path = os.path.join(local or "", "runs", check_run_id(run_id), LOCK)
+        held: set[str] = _HELD.__dict__.setdefault("paths", set())
+        if local is None or path in held:  # held by this thread already: one lock, nested
+            yield
+            return
+        with open(path, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            held.add(path)
+            try:
+                yield
+            finally:
+                held.discard(path)
+                fcntl.flock(f, fcntl.LOCK_UN)

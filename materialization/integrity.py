@@ -1,13 +1,14 @@
 """Content digests of what a results store holds, so that damage or editing is an error naming
 the file, never a silently different answer.
 
-A run's record lists the size and sha256 of every file the run wrote (``files``) and, for each
-source snapshot it read, the digest of that snapshot's own list (``inputs``); a snapshot's
-``_al_source.json`` lists its data files. Caches written after a run (computed reasons,
-region lineage, forward indexes sorted by a first forward question) carry their digests with
-them: a reasons file is named by its sha256, a region or forward-index folder holds a
-``files.json``. A digest is not a signature: it catches a damaged or edited
-file, not an editor who also rewrites the records that list it.
+One root per run: its record (``run.json``) lists the size and sha256 of every file the run
+wrote (``files``), of every file a later question added to the run (``added``: computed
+reasons, region lineage, forward indexes; the question rewrites the record whole, under a
+lock) and, for each source snapshot it read, the digest of that snapshot's own list
+(``inputs``); a snapshot's ``_al_source.json`` lists its data files. A file the record does
+not list is never read. A digest is not a signature: it catches a damaged or edited file, not
+an editor who also rewrites the record, unless ``$AL_STORE_KEY`` seals the record
+(:func:`materialization.catalog.seal`).
 
 Files are read through pyarrow's file systems (no Spark), hashed once per process and state.
 """
@@ -18,20 +19,19 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from materialization.catalog import STAGING, StoreCatalog, StoreError
+from materialization.catalog import LOCK, STAGING, StoreCatalog, StoreError
 
 Files = dict[str, list]  # relative path -> [bytes, sha256]
-CACHES = ("reasons", "regions", "forward")  # folders of a run written after it, each checked on its own
-LISTED_CACHES = ("regions", "forward")  # caches whose every folder holds a DIGESTS list
-DIGESTS = "files.json"  # in a stored region or forward-index folder: its files' sizes and sha256
-RECORDS = ("run.json", "_al_source.json", "OWNER.json", DIGESTS)  # not in the lists
-NAMED = re.compile(r"[0-9a-f]{64}\.parquet")  # a cache file named by its content's sha256
+CACHES = ("reasons", "regions", "forward")  # folders of a run its questions add files to
+ADDED = "added"  # in a run's record: the files its questions added, by path in the run
+RECORDS = ("run.json", "_al_source.json", "OWNER.json", LOCK)  # not in the lists
+_WRITING = re.compile(r"^\.|\.tmp$")  # a file or folder being written (or left by a killed writer)
 _SEEN: dict[tuple[str, int, int], str] = {}  # (path, bytes, mtime ns) -> sha256, hashed already
 
 
@@ -53,7 +53,21 @@ def listed(fs: pafs.FileSystem, folder: str) -> dict[str, pafs.FileInfo]:
 
 def _unlisted(rel: str) -> bool:
     name = rel.rsplit("/", 1)[-1]
-    return name.endswith(".crc") or name in RECORDS or rel.split("/", 1)[0] in CACHES
+    rewriting = name.startswith(".run.json.")  # a record being rewritten (catalog.update_run)
+    return name.endswith(".crc") or name in RECORDS or rewriting or rel.split("/", 1)[0] in CACHES
+
+
+def added_files(fs: pafs.FileSystem, run_folder: str) -> dict[str, pafs.FileInfo]:
+    """The files questions added under a run's cache folders (not those still being written),
+    by path relative to the run's folder."""
+    found = {}
+    for cache in CACHES:
+        selector = pafs.FileSelector(f"{run_folder}/{cache}", recursive=True, allow_not_found=True)
+        for info in fs.get_file_info(selector):
+            rel = info.path[len(run_folder) :].lstrip("/")
+            if info.type == pafs.FileType.File and not any(_WRITING.search(part) for part in rel.split("/")):
+                found[rel] = info
+    return found
 
 
 def sha256(fs: pafs.FileSystem, info: pafs.FileInfo) -> str:
@@ -88,8 +102,17 @@ class Check:
     problems: list[str] = field(default_factory=list)
     hashed: int = 0
 
-    def folder(self, folder: str, files: Mapping[str, list], shown: str) -> None:
-        found = listed(self.fs, folder)
+    def folder(
+        self,
+        folder: str,
+        files: Mapping[str, list],
+        shown: str,
+        found: Mapping[str, pafs.FileInfo] | None = None,
+        strict: bool = True,
+    ) -> None:
+        """``folder``'s files (``found``: as listed already) against ``files``; ``strict``: a
+        file ``files`` does not name is a problem too (else it is just not read)."""
+        found = listed(self.fs, folder) if found is None else found
         for rel, (size, digest) in sorted(files.items()):
             info = found.get(rel)
             if info is None:
@@ -100,21 +123,8 @@ class Check:
                 self.hashed += size
                 if sha256(self.fs, info) != digest:
                     self.problems.append(f"{shown}/{rel} was changed: its sha256 differs from its record's")
-        for rel in sorted(set(found) - set(files)):
+        for rel in sorted(set(found) - set(files)) if strict else ():
             self.problems.append(f"{shown}/{rel} is not in its record")
-
-    def named(self, folder: str, shown: str) -> list[str]:
-        """The cache files under ``folder`` whose sha256 is their name (others are problems)."""
-        infos = self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-        good = []
-        for info in sorted(infos, key=lambda i: i.path):
-            if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
-                continue
-            if not NAMED.fullmatch(info.base_name) or sha256(self.fs, info) != info.base_name[:64]:
-                self.problems.append(f"{shown}/{info.base_name} was changed: its sha256 is not its name")
-            else:
-                good.append(info.path)
-        return good
 
     def raise_any(self, what: str) -> None:
         if self.problems:
@@ -128,28 +138,42 @@ def local_manifest(folder: str) -> Files:
     return manifest(pafs.LocalFileSystem(), os.path.abspath(folder))
 
 
-def check_local(folder: str, files: Mapping[str, list], shown: str, what: str) -> None:
-    """A local copy of a stored folder (``shown``) is what its list says, else one line."""
-    check = Check(pafs.LocalFileSystem())
-    check.folder(os.path.abspath(folder), files, shown)
-    check.raise_any(what)
+def run_of(run_dir: str) -> tuple[StoreCatalog, str]:
+    """The store of a run's folder (URI), and the run's id."""
+    store, run_id = run_dir.rsplit("/runs/", 1)
+    return StoreCatalog(store), run_id
 
 
-def write_listing(folder: str) -> None:
-    """Write a local folder's ``files.json``: its files' sizes and sha256."""
-    with open(os.path.join(folder, DIGESTS), "w") as f:
-        json.dump(local_manifest(folder), f)
+def listed_cache(run_dir: str, folder: str) -> list[str]:
+    """The files under the run's cache ``folder`` (``reasons/<udf>``, ``forward/<index>``)
+    that its record lists as added, each checked against its entry (an :class:`IntegrityError`
+    names one that differs or is missing), as paths on the store's file system. A file there
+    that the record does not list (a question killed before listing it, or planted) is never
+    read."""
+    catalog, run_id = run_of(run_dir)
+    prefix = folder + "/"
+    added = catalog.read_run(run_id).get(ADDED, {})
+    mine = {rel[len(prefix) :]: entry for rel, entry in added.items() if rel.startswith(prefix)}
+    check = Check(catalog.fs)
+    base = f"{catalog.root}/runs/{run_id}/{folder}"
+    check.folder(base, mine, f"runs/{run_id}/{folder}", strict=False)
+    check.raise_any(f"run {run_id} is damaged")
+    return [f"{base}/{rel}" for rel in sorted(mine)]
 
 
-def check_listing(folder: str, shown: str, what: str) -> None:
-    """A local folder (``shown``) is what its ``files.json`` says, else one line naming the
-    file (or the list) after ``what``."""
-    try:
-        with open(os.path.join(folder, DIGESTS)) as f:
-            files = json.load(f)
-    except (OSError, ValueError):
-        raise IntegrityError(f"{what}: {shown}/{DIGESTS} is missing or damaged") from None
-    check_local(folder, files, shown, what)
+def add_to_record(run_dir: str, folder: str, files: Files, replace: bool = False) -> None:
+    """List ``files`` (by path in the run's cache ``folder``: [bytes, sha256]) in the run's
+    record as added by a question; ``replace``: instead of the files it listed there."""
+    catalog, run_id = run_of(run_dir)
+    prefix = folder + "/"
+
+    def change(record: dict[str, Any]) -> None:
+        added = record.setdefault(ADDED, {})
+        for rel in [r for r in added if replace and r.startswith(prefix)]:
+            del added[rel]
+        added.update({prefix + rel: entry for rel, entry in files.items()})
+
+    catalog.update_run(run_id, change)
 
 
 def budget() -> float:
@@ -182,8 +206,9 @@ def check_run(catalog: StoreCatalog, record: Mapping, check: Check) -> None:
     """A run's files and the snapshots it read against its record (a run written before
     records listed their files is checked for what it lists)."""
     run_id = record["run_id"]
+    folder = f"{catalog.root}/runs/{run_id}"
     if "files" in record:
-        check.folder(f"{catalog.root}/runs/{run_id}", record["files"], f"runs/{run_id}")
+        check.folder(folder, record["files"], f"runs/{run_id}")
     for snapshot, digest in record.get("inputs", []):
         check_snapshot(catalog, snapshot, digest, check)
 
@@ -196,9 +221,14 @@ class Verified:
     note: str = ""
 
 
-def verify(catalog: StoreCatalog, run_ids: list[str] | None) -> list[Verified]:
+def verify(
+    catalog: StoreCatalog,
+    run_ids: list[str] | None,
+    check_task: Callable[[dict[str, Any], str], Any] = lambda record, run_id: None,
+) -> list[Verified]:
     """Every file of the runs ``run_ids`` (None: all runs, and every source snapshot) hashed
-    and compared with its record, caches included."""
+    and compared with its record, the files questions added included; ``check_task`` raises a
+    :class:`StoreError` for a record whose task a question would refuse."""
     found = []
     for run_id in catalog.run_ids() if run_ids is None else run_ids:
         check = Check(catalog.fs)
@@ -208,21 +238,15 @@ def verify(catalog: StoreCatalog, run_ids: list[str] | None) -> list[Verified]:
         except StoreError as exc:
             found.append(Verified(f"run {run_id}", [str(exc)], 0))
             continue
+        try:
+            check_task(record, run_id)
+        except StoreError as exc:
+            check.problems.append(str(exc))
         check_run(catalog, record, check)
+        run_folder = f"{catalog.root}/runs/{run_id}"
+        check.folder(run_folder, record.get(ADDED, {}), f"runs/{run_id}", added_files(catalog.fs, run_folder))
         if "files" not in record:
             note = "written before runs listed their files: only its sources' files were checked"
-        run_dir = f"{catalog.root}/runs/{run_id}"
-        for cache in subfolders(catalog.fs, f"{run_dir}/reasons"):
-            check.named(cache.path, f"runs/{run_id}/reasons/{cache.base_name}")
-        for kind in LISTED_CACHES:
-            for cache in subfolders(catalog.fs, f"{run_dir}/{kind}"):
-                if cache.base_name.startswith("."):  # still being built, or left by a killed build
-                    continue
-                shown = f"runs/{run_id}/{kind}/{cache.base_name}"
-                try:
-                    check.folder(cache.path, _json(catalog.fs, f"{cache.path}/{DIGESTS}"), shown)
-                except (OSError, ValueError, AttributeError):
-                    check.problems.append(f"{shown}/{DIGESTS} is missing or damaged")
         found.append(Verified(f"run {run_id}", check.problems, check.hashed, note))
     if run_ids is None:
         for table in subfolders(catalog.fs, f"{catalog.root}/sources"):

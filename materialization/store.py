@@ -31,7 +31,15 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, NumericType, StructField, StructType
 
-from materialization.catalog import STAGING, StoreCatalog, StoreError, check_run_id, located, portable
+from materialization.catalog import (
+    STAGING,
+    StoreCatalog,
+    StoreError,
+    check_run_id,
+    located,
+    portable,
+    sealed,
+)
 from materialization.compile import ref
 from materialization.integrity import Files, manifest, manifest_digest
 from materialization.locations import local_path, normalize_uri
@@ -142,8 +150,10 @@ class ResultsStore:
         return json.loads(self.read_text(path))
 
     def write_record(self, path: str, data: Any) -> None:
-        """A record (run.json, a snapshot's metadata) with the store's paths relative to it."""
-        self.write_json(path, portable(data, self.uri))
+        """A record (run.json, sealed where a key is set; a snapshot's metadata) with the
+        store's paths relative to it."""
+        stored = portable(data, self.uri)
+        self.write_json(path, sealed(stored) if path.endswith("/run.json") else stored)
 
     def read_record(self, path: str) -> Any:
         return located(self.read_json(path), self.uri)

@@ -6,6 +6,7 @@ editing files in a real store, or by asking."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -30,6 +31,8 @@ from pyspark.sql import SparkSession
 from cda_workload.command_line.cli import main
 from materialization import StoreError
 from materialization.catalog import check_run_id
+from materialization.integrity import IntegrityError
+from materialization.locations import local_path
 from segmenter.errors import LineageError
 from tests.child_process import spark_child_env
 from tests.failing_udf import fragile
@@ -144,6 +147,8 @@ def test_a_store_does_not_choose_code_paths_or_runs(
         als.load_run("reflects")
     with pytest.raises(LineageError, match="run 'reads' holds a subquery, which no task"):
         als.load_run("reads")
+    code, out, _ = _al("verify", "reflects", "reads", "--store", als.store.uri)  # as loading refuses them
+    assert code == 2 and "holds a call of java_method(), which" in out and "holds a subquery, which" in out
 
     # records that point outside their run, or are not this run's, or are not JSON: one line
     plant("escapes", output=record["output"] | {"dir": "../mine/output"})
@@ -166,6 +171,55 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     assert code == 0 and listed == ["mine", "planted", "reads", "reflects", captured.id]
     skipped = [line for line in err.splitlines() if line.startswith("skipped: ")]
     assert len(skipped) == 3 and all(any(s in line for line in skipped) for s in refusals.values())
+
+
+def test_what_questions_add_to_a_run_is_anchored_in_its_record(
+    als: LineageSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 49: a cached reason forged and saved under the sha256 of its new bytes (the old
+    one deleted) was shown by the next question and passed `al verify`. The record now lists
+    every file a question adds: the forged one is never read, the deleted one is missing, and
+    `al verify` names both. With $AL_STORE_KEY the record itself is sealed: one edited, or
+    one written without the key, is refused."""
+    als.register_table("nums", pd.DataFrame({"id": range(8), "grp": [i % 2 for i in range(8)]}), key="id")
+    task = als.table("nums").withColumn("double", fragile("id")).groupBy("grp").count()
+    run = als.run(task, strategy="fm", reasons="lazy")
+    truth = run.lineage(where="grp = 1").reasoning_rows()
+    folder = Path(local_path(run.dir) or "", "reasons")
+    (cached,) = folder.glob("*/*.parquet")
+    assert f"reasons/{cached.parent.name}/{cached.name}" in als.load_run(run.id).record["added"]
+    table = pq.read_table(cached)
+    forged_reasons = pa.array([{"note": "FORGED"}] * table.num_rows)
+    forged = cached.with_name("forged.tmp")
+    pq.write_table(table.set_column(table.column_names.index("__reason"), "__reason", forged_reasons), forged)
+    named = cached.with_name(f"{hashlib.sha256(forged.read_bytes()).hexdigest()}.parquet")
+    forged.rename(named)
+    kept = cached.read_bytes()
+    cached.unlink()
+    shown = f"runs/{run.id}/reasons/{cached.parent.name}"
+    with pytest.raises(IntegrityError, match=re.escape(f"{shown}/{cached.name} is missing")):
+        als.load_run(run.id).lineage(where="grp = 1")
+    code, out, _ = _al("verify", run.id, "--store", als.store.uri)
+    assert code == 2 and f"{shown}/{named.name} is not in its record" in out, out
+    named.unlink()  # a file no record lists is never read: with the listed one back, the truth
+    cached.write_bytes(kept)
+    assert als.load_run(run.id).lineage(where="grp = 1").reasoning_rows() == truth
+
+    monkeypatch.setenv("AL_STORE_KEY", "the store's key")
+    with pytest.raises(StoreError, match=f"the record of run '{run.id}' has no seal than"):
+        als.load_run(run.id)  # written without the key
+    sealed = als.run(task, strategy="fm", reasons="lazy")
+    assert sealed.lineage(where="grp = 1").reasoning_rows() == truth  # adds a file, seals again
+    record = Path(local_path(sealed.dir) or "", "run.json")
+    data = json.loads(record.read_text())
+    assert data["seal"] and len(data["added"]) == 1
+    name, (size, _) = next(iter(data["added"].items()))
+    data["added"][name] = [size, hashlib.sha256(b"forged").hexdigest()]  # the forger's own digest
+    record.write_text(json.dumps(data))
+    with pytest.raises(StoreError, match=f"the record of run '{sealed.id}' has another seal than"):
+        als.load_run(sealed.id)
+    code, out, _ = _al("verify", sealed.id, "--store", als.store.uri)
+    assert code == 2 and "has another seal than $AL_STORE_KEY gives" in out
 
 
 def test_gc_removes_only_what_no_run_reads(als: LineageSession, tmp_path: Path) -> None:
@@ -333,7 +387,7 @@ def test_concurrent_writers_and_a_killed_one_lose_nothing(spark: SparkSession, t
 
 def test_damaged_or_edited_files_are_errors_naming_them(als: LineageSession) -> None:
     """Every file of a run and of a snapshot is listed with its size and sha256 in its record,
-    a cached reason is named by its sha256: an edited stored value (rewritten, or one byte
+    a cached reason too (when a question adds it): an edited stored value (rewritten, or one byte
     changed in place), an edited source row, an edited cached reason, a missing or an added
     file make the question fail in one line naming the file, `al verify` lists them all (exit
     2), and the restored store answers as before."""
@@ -396,7 +450,7 @@ def test_damaged_or_edited_files_are_errors_naming_them(als: LineageSession) -> 
     for damaged in (source, cached, root / "runs" / full.id / "output" / "part-extra.parquet"):
         assert shown(damaged) in out, out
     source.write_bytes(kept[source])
-    with pytest.raises(StoreError, match=re.escape(f"{shown(cached)} was changed: its sha256 is not")):
+    with pytest.raises(StoreError, match=re.escape(shown(cached)) + " (holds|was changed)"):
         als.load_run(lazy.id).lineage(where="grp = 1")
 
     cached.write_bytes(kept[cached])

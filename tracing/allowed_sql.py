@@ -20,8 +20,9 @@ from typing import Any
 from pyspark.errors import ParseException
 from pyspark.sql import SparkSession
 
+from materialization.catalog import StoreError
 from segmenter.errors import LineageError
-from segmenter.operators import Expr, Task
+from segmenter.operators import Expr, Task, from_dict
 
 # Catalyst's parsed expression classes a predicate may contain
 NODES = frozenset(
@@ -111,16 +112,22 @@ def check_where(spark: SparkSession, where: str) -> str:
     return where
 
 
-def check_stored(spark: SparkSession, task: Task, run_id: str) -> Task:
-    """``task`` (read from run ``run_id``'s record) if every expression in it is one a task may
-    hold, else a one-line error naming the run and the expression. Text that calls only
-    well-known functions and has no word a subquery needs is not parsed: a record of hundreds
-    of expressions is checked in milliseconds."""
+def stored_task(record: dict[str, Any], run_id: str, spark: Callable[[], SparkSession]) -> Task:
+    """The task of run ``run_id``'s record if it is one this engine wrote and every expression
+    in it is one a task may hold, else a one-line error naming the run and what is wrong. Text
+    that calls only well-known functions and has no word a subquery needs is not parsed: a
+    record of hundreds of expressions is checked in milliseconds, and ``spark`` (a session, made
+    on demand: `al verify` starts no JVM for a record that needs none) is called only for the
+    rest."""
+    try:
+        task = from_dict(record["task"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"the record of run {run_id!r} holds no task this engine wrote ({exc})") from None
     known: dict[str, bool] = {}
 
     def exists(name: str) -> bool:
         if name not in known:
-            known[name] = bool(spark.catalog.functionExists(name))
+            known[name] = bool(spark().catalog.functionExists(name))
         return known[name]
 
     for sql in sorted({e.sql for e in _expressions(task)}):
@@ -129,9 +136,9 @@ def check_stored(spark: SparkSession, task: Task, run_id: str) -> Task:
         if calls <= _PLAIN and not {w.lower() for w in _WORD.findall(text)} & _QUERY_WORDS:
             continue
         context = f"the record of run {run_id!r} holds an expression Spark cannot parse"
-        refused = _first_refused(_parse(spark, sql, context), lambda n: _stored_refuses(n, exists))
+        refused = _first_refused(_parse(spark(), sql, context), lambda n: _stored_refuses(n, exists))
         if refused:
-            raise LineageError(
+            raise StoreError(
                 f"the record of run {run_id!r} holds {refused}, which no task run by this engine "
                 f"writes: edited or damaged ({sql[:120]})"
             )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from materialization.integrity import check_listing, write_listing
+from materialization.integrity import add_to_record, listed_cache, local_manifest
 from materialization.provrc.ranges import box_cells
 from materialization.provrc.regions import (
     IMAGE,
@@ -341,13 +341,13 @@ def region_lineage(run: Run, rows: Sequence[Row] | None = None, where: str | Non
     unique = list({_key(r): r for r in wanted}.values())
     lineage = RegionLineage.from_lineage([run.lineage(rows=[r]) for r in unique], udf)
     if save and run.session.store.writable():  # a read-only store keeps none
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, run.session.store.catalog.record_lock(run.id):
             local = os.path.join(tmp, lineage.udf)
             lineage.save(local)
-            write_listing(local)
             target = _folder(run, lineage.udf)
             run.session.store.delete(target)
             run.session.store.put(local, target)
+            add_to_record(run.dir, f"{FOLDER}/{lineage.udf}", local_manifest(local), replace=True)
     return lineage
 
 
@@ -355,11 +355,10 @@ def load_region_lineage(run: Run, udf: str) -> RegionLineage:
     """The region lineage last stored for ``run`` and ``udf``."""
     store = run.session.store
     target = _folder(run, udf)
-    if not store.exists(target):
+    if not listed_cache(run.dir, f"{FOLDER}/{udf}"):  # checks each file against the run's record
         raise ValueError(f"run {run.id} has no stored region lineage for {udf!r}; call region_lineage first")
-    local = store.fetch(target, os.path.join(tempfile.gettempdir(), f"al-regions-{uuid.uuid4().hex}"))
-    check_listing(local, f"runs/{run.id}/{FOLDER}/{udf}", f"run {run.id} is damaged")
-    return RegionLineage.load(local)
+    copy = os.path.join(tempfile.gettempdir(), f"al-regions-{uuid.uuid4().hex}")
+    return RegionLineage.load(store.fetch(target, copy))
 
 
 def _folder(run: Run, udf: str) -> str:

@@ -44,17 +44,17 @@ from materialization.integrity import Check, budget, check_run, check_snapshot
 from materialization.restore import Restorer
 from materialization.settle import settle
 from materialization.spark import spark_session, tuned_for_lookups
-from materialization.store import DERIVED, ResultsStore, StoreError, Uncertainty, new_id
+from materialization.store import DERIVED, ResultsStore, Uncertainty, new_id
 from materialization.strategies import check_reasons, check_strategy, resolve_reasons
 from models.checksums import changed_weights, udf_models
 from reasoning_udfs.udf import load_declared, lookup
 from segmenter.errors import LineageError
-from segmenter.operators import Function, Source, Task, from_dict
+from segmenter.operators import Function, Source, Task
 from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
 from segmenter.sources import Keys, read_by_spark_only, read_through
 from tracing import views
-from tracing.allowed_sql import check_stored, check_where
+from tracing.allowed_sql import check_where, stored_task
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.confidence.batch import batch_confidences
 from tracing.confidence.checks import always_together, can_coexist, extraneous
@@ -294,12 +294,7 @@ class LineageSession:
             # module the record names is never imported: the store does not choose code
             with contextlib.suppress(ImportError):
                 load_declared(name)
-        try:
-            task = from_dict(record["task"])
-        except (KeyError, TypeError, ValueError) as exc:
-            damaged = f"the record of run {run_id!r} holds no task this engine wrote ({exc})"
-            raise StoreError(damaged) from None
-        check_stored(self.spark, task, run_id)  # its expressions run at question time
+        task = stored_task(record, run_id, lambda: self.spark)  # its expressions run at question time
         check = Check(self.store.catalog.fs, budget=budget())
         check_run(self.store.catalog, record, check)
         check.raise_any(f"run {run_id} is damaged")

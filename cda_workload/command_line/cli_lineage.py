@@ -107,12 +107,18 @@ def verify(args: argparse.Namespace, progress: Progress) -> None:
     """`al verify`: every file of the runs named (or of all runs and snapshots) hashed and
     compared with its record; damage is an error (exit 2) after every finding is listed."""
     from materialization.integrity import IntegrityError, verify
+    from materialization.spark import spark_session
+    from tracing.allowed_sql import stored_task
 
     if bool(args.run_ids) == args.all:
         raise ValueError("name the runs to verify, or pass --all (and no run id)")
     catalog = existing_store(args.store)
     with progress.working("verifying"):
-        found = verify(catalog, None if args.all else args.run_ids)
+        # a record's task checked as a question would check it (Spark started only if its
+        # expressions need Spark's parser)
+        found = verify(
+            catalog, None if args.all else args.run_ids, lambda r, i: stored_task(r, i, spark_session)
+        )
     for v in found:
         state = "ok" if not v.problems else f"DAMAGED ({len(v.problems)} problem(s))"
         print(f"{v.what}: {state}, {v.bytes:,} bytes hashed" + (f"; {v.note}" if v.note else ""))

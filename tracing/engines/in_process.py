@@ -20,7 +20,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
@@ -36,7 +35,7 @@ from materialization.duck_expressions import (
 )
 from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated, source_scan
 from materialization.duck_plan import quoted as q
-from materialization.integrity import Check
+from materialization.integrity import add_to_record, listed_cache
 from materialization.locations import local_path, parquet_scan, sql_string
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
@@ -111,27 +110,21 @@ def _callable(node: Function) -> ReasoningUDF:
     return lookup(node.udf)
 
 
-def _keep(table: pa.Table, folder: str) -> None:
-    """Cache computed reasons in the run, in a file named by its sha256 (concurrent questions
-    never write the same file; a reader checks each against its name); a read-only store just
-    keeps none."""
-    tmp = f"{folder}/{uuid.uuid4().hex}.tmp"
+def _keep(table: pa.Table, run_dir: str, folder: str) -> None:
+    """Cache computed reasons in the run's ``folder``, in a file named by its sha256 and
+    listed in the run's record (concurrent questions never write the same file); a read-only
+    store just keeps none."""
+    local = os.path.join(_local(run_dir), folder)
+    tmp = f"{local}/{uuid.uuid4().hex}.tmp"
     try:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(local, exist_ok=True)
         pq.write_table(table, tmp)
         with open(tmp, "rb") as f:
-            name = hashlib.file_digest(f, "sha256").hexdigest()
-        os.replace(tmp, f"{folder}/{name}.parquet")  # readers never see half a file
+            name = f"{hashlib.file_digest(f, 'sha256').hexdigest()}.parquet"
+        os.replace(tmp, f"{local}/{name}")  # readers never see half a file
+        add_to_record(run_dir, folder, {name: [os.path.getsize(f"{local}/{name}"), name[:64]]})
     except OSError:
         pass
-
-
-def _cached(folder: str, shown: str, run: str) -> list[str]:
-    """The cached reasons files in ``folder``, each checked against its name."""
-    check = Check(pafs.LocalFileSystem())
-    good = check.named(folder, shown)
-    check.raise_any(f"run {run} is damaged")
-    return good
 
 
 def _arrays(table: pa.Table, args: list[str], types: list[str]) -> list[pa.Array]:
@@ -379,9 +372,8 @@ class DuckEngine(DuckPlan):
         reason = q(fn.reason.id)
         kept = [c for c in rel.cols if c != fn.reason.id]
         picked = ", ".join(f"x.{q(c)}" for c in [*kept, *args])
-        folder = local_path(self._in_run(f"reasons/{fn.value.id}")) or ""
-        run_id = self.restorer.run_dir.rsplit("/", 1)[-1]
-        cached = _cached(folder, f"runs/{run_id}/reasons/{fn.value.id}", run_id)
+        folder = f"reasons/{fn.value.id}"
+        cached = listed_cache(self.restorer.run_dir, folder)  # local paths: the store is local
         if cached:
             cache = "read_parquet([" + ", ".join(map(sql_string, cached)) + "])"
             on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
@@ -403,7 +395,7 @@ class DuckEngine(DuckPlan):
                     "computed at question time; run the task with reasons='eager'"
                 )
             fresh = todo.select(args).append_column("__reason", made.field("reason"))
-            _keep(fresh, folder)
+            _keep(fresh, self.restorer.run_dir, folder)
             on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM f.{q(a)}" for a in args)
             rows, made_rows = self._register(looked).rows, self._register(fresh).rows
             filled = f"SELECT x.* EXCLUDE ({reason}), coalesce(x.{reason}, f.__reason) AS {reason}"

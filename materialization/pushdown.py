@@ -182,7 +182,7 @@ def passing_columns(node: Node, equal: Sequence[tuple[str, str]] = ()) -> list[d
     raise TypeError(f"unknown operator {type(node).__name__}")
 
 
-_EQUALS = re.compile(r"^\(`?([A-Za-z0-9_]+)`? = `?([A-Za-z0-9_]+)`?\)$")
+_EQUALS = re.compile(r"\(`?([A-Za-z0-9_]+)`? = `?([A-Za-z0-9_]+)`?\)")
 
 
 def _equated(condition: Sequence[Expr]) -> list[tuple[str, str]]:
@@ -190,7 +190,7 @@ def _equated(condition: Sequence[Expr]) -> list[tuple[str, str]]:
     and every row that passes has equal, non-NULL values there)."""
     pairs = []
     for e in condition:
-        found = _EQUALS.match(e.sql)
+        found = _EQUALS.fullmatch(e.sql)
         if found and {found[1], found[2]} == set(e.refs):
             pairs.append((found[1], found[2]))
     return pairs

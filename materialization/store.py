@@ -49,7 +49,7 @@ from segmenter.sources import SourceRef, local_file
 ROW_ID = "_rid"
 DERIVED = "_al_lineage"  # a derived source's column: the variables of the run rows behind each row
 SOURCE_META = "_al_source.json"
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: "t\n" is no name
 INTEGRAL = ("tinyint", "smallint", "int", "bigint")  # Spark's integer types, by simpleString
 
 
@@ -247,7 +247,7 @@ class ResultsStore:
         ``folder="copies"``: a copy of files read in place (``fingerprint``: of those files),
         which is no registered table."""
         self.check_writable()
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise StoreError(f"source name {name!r} must be a SQL identifier")
         columns = [[f.name, f.dataType.simpleString()] for f in df.schema.fields]
         if folder == "sources":
@@ -345,7 +345,7 @@ class ResultsStore:
 
     def current_source(self, name: str) -> SourceRef:
         """The newest snapshot of ``name``."""
-        snapshots = self._snapshots(name) if _NAME.match(name) else []
+        snapshots = self._snapshots(name) if _NAME.fullmatch(name) else []
         if not snapshots:
             known = ", ".join(self.source_names()) or "none"
             raise StoreError(f"no source table {name!r} in {self.uri} (registered: {known})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -100,6 +101,15 @@ def test_invalid_sql_is_one_line(numbers: LineageSession) -> None:
     with pytest.raises(LineageError, match="invalid SQL task") as info:
         numbers.run("SELECT nope FROM nums")
     _no_jvm_noise(info.value)
+
+
+def test_names_and_keys_that_name_nothing_are_refused(numbers: LineageSession) -> None:
+    """A source name is a whole identifier (one ending in a line break was accepted); a pandas
+    key holding NaN (pandas' missing value, stored as NULL by Spark) is refused."""
+    with pytest.raises(StoreError, match=re.escape("source name 'w\\n' must be a SQL identifier")):
+        numbers.register_table("w\n", pd.DataFrame({"k": [1]}))
+    with pytest.raises(ValueError, match="key column 'k' of 'nan_keys' holds NaN in 1 row"):
+        numbers.register_table("nan_keys", pd.DataFrame({"k": [1.0, float("nan")]}), key="k")
 
 
 def test_unknown_strategy(numbers: LineageSession) -> None:

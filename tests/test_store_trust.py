@@ -125,6 +125,7 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     edits = {
         "reflects": "java_method('java.lang.System', 'setProperty', 'al.planted', 'y') IS NOT NULL",
         "reads": "EXISTS (SELECT 1 FROM text.`/etc/hostname`)",
+        "names": "input_file_name() IS NOT NULL",  # analysed only when a question ran (20 s later)
     }
 
     def edit_filter(value: object, edit: str) -> int:
@@ -147,6 +148,8 @@ def test_a_store_does_not_choose_code_paths_or_runs(
         als.load_run("reflects")
     with pytest.raises(LineageError, match="run 'reads' holds a subquery, which no task"):
         als.load_run("reads")
+    with pytest.raises(LineageError, match=r"run 'names' holds a call of input_file_name\(\), which"):
+        als.load_run("names")
     code, out, _ = _al("verify", "reflects", "reads", "--store", als.store.uri)  # as loading refuses them
     assert code == 2 and "holds a call of java_method(), which" in out and "holds a subquery, which" in out
 
@@ -168,7 +171,7 @@ def test_a_store_does_not_choose_code_paths_or_runs(
     # `al runs` lists the good runs and names each damaged record on stderr
     code, out, err = _al("runs", "--store", als.store.uri)
     listed = [line.split()[0] for line in out.splitlines()[1:]]
-    assert code == 0 and listed == ["mine", "planted", "reads", "reflects", captured.id]
+    assert code == 0 and listed == ["mine", "names", "planted", "reads", "reflects", captured.id]
     skipped = [line for line in err.splitlines() if line.startswith("skipped: ")]
     assert len(skipped) == 3 and all(any(s in line for line in skipped) for s in refusals.values())
 

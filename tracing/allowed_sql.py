@@ -51,8 +51,16 @@ FUNCTIONS = frozenset(
 
 _SUBQUERIES = frozenset({"ScalarSubquery", "Exists", "ListQuery", "InSubquery", "LateralSubquery"})
 
-# functions that call any Java method: never run from text read from a file
+# functions that call any Java method, and those whose value is not a function of the row
+# (which the parser refuses in a task: lineage is traced by recomputing): never in a record
 REFLECTION = frozenset({"reflect", "java_method", "try_reflect"})
+NONDETERMINISTIC = frozenset(
+    {
+        "input_file_name", "input_file_block_start", "input_file_block_length", "rand", "random",
+        "randn", "uuid", "shuffle", "monotonically_increasing_id", "spark_partition_id", "randstr",
+        "uniform",
+    }
+)  # fmt: skip
 
 # functions (and words before a parenthesis) of the SQL this engine writes that need no parse
 _PLAIN = FUNCTIONS | {
@@ -179,7 +187,7 @@ def _stored_refuses(node: Any, exists: Callable[[str], bool]) -> str | None:
     name = node.getClass().getSimpleName()
     if name == "UnresolvedFunction":
         function = str(node.nameParts().last()).lower()
-        plain = node.nameParts().size() == 1 and function not in REFLECTION
+        plain = node.nameParts().size() == 1 and function not in REFLECTION | NONDETERMINISTIC
         return None if plain and exists(function) else f"a call of {function}()"
     return "a subquery" if name in _SUBQUERIES else None
 

@@ -116,11 +116,12 @@ class LineageSession:
         uncertain: that column holds each row's probability (rows independent), and rows with
         equal ``alternatives`` values are mutually exclusive alternatives of one fact. A name
         registered before with other columns needs ``replace=True``."""
+        keys = [key] if isinstance(key, str) else list(key) if key else None
         if isinstance(data, pd.DataFrame):
+            _check_pandas_keys(name, data, keys or [])
             data = self.spark.createDataFrame(data)
         elif isinstance(data, str):
             data = self.spark.read.parquet(data)
-        keys = [key] if isinstance(key, str) else list(key) if key else None
         if alternatives is not None and confidence is None:
             raise ValueError("alternatives= needs confidence= (the column of each alternative's probability)")
         uncertainty = Uncertainty(confidence, alternatives) if confidence else None
@@ -773,6 +774,19 @@ class Run:
         """This run as one OpenLineage RunEvent (JSON-able) for catalogs such as Marquez;
         ``namespace``: the job's (default the store's URI). docs/openlineage.md"""
         return views.openlineage(self, namespace)
+
+
+def _check_pandas_keys(name: str, data: pd.DataFrame, keys: Sequence[str]) -> None:
+    """A key of a pandas table holds no NaN: pandas marks a missing value so, and Spark stores
+    it as NULL, so ``forward(ids=[nan])`` would find nothing and the row be named by no value."""
+    for column in keys:
+        if column in data.columns and data[column].dtype.kind == "f":
+            missing = int(data[column].isna().sum())
+            if missing:
+                raise ValueError(
+                    f"key column {column!r} of {name!r} holds NaN in {missing} row(s): pandas marks a "
+                    "missing value so, and Spark stores it as NULL; a key names each row"
+                )
 
 
 def _source_keys(task: Task) -> dict[str, tuple[str, ...]]:

@@ -717,6 +717,23 @@ def test_difference_backward_has_control_lineage(runs: Runs) -> None:
     assert Lineage.of(everything) == Lineage.of(run.lineage(backend="lazy"))
 
 
+def test_an_answer_about_many_rows_tells_contributing_from_control_rows(
+    runs: Runs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past PER_ROW_MAX chosen rows an answer is one merged answer; it still tells the rows
+    only checked for absence apart, as the lazy answer does (the eager one said "ask about at
+    most 1,000 output rows")."""
+    for module in ("tracing.eager", "tracing.session"):
+        monkeypatch.setattr(f"{module}.PER_ROW_MAX", 1)
+    run = runs["difference"]
+    for backend in ("eager", "lazy"):
+        lin = run.lineage(backend=backend)
+        assert lin.by_row is None and len(bag(run)) > 1, backend
+        assert {(r["o_orderkey"],) for r in lin.contributing_rows("orders")} == set(bag(run)), backend
+        assert lin.contributing_rows("lineitem") == [] and lin.control_rows("orders") == [], backend
+        assert {(r["l_orderkey"], r["l_linenumber"]) for r in lin.control_rows("lineitem")} == RETURNED
+
+
 def test_difference_forward_of_minuend_rows(runs: Runs) -> None:
     run = runs["difference"]
     out = bag(run)

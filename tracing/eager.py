@@ -203,11 +203,14 @@ class EagerIndex:
             found = self.pairs.backward_pairs(name, keys) if numbered else self.pairs.backward(name, keys)
             pairs.setdefault(name, []).append(found)
             stats.append(self._stat(f"backward index {name}", started, len(lids), name, found.num_rows))
+        data = {name: tables[0] for name, tables in pairs.items()}  # before control lineage joins
         controls = self._controls_of(keys)
+        checked: set[str] = set()  # the indexes control lineage adds rows to
         for d, serves in controls.items():
             for name, info in self.meta["controls"][str(d)].items():
                 started = time.perf_counter()
                 found = self.reader.scan(self._uri(info["dir"]))
+                checked.add(name)
                 pairs.setdefault(name, []).append(for_each(found, LID, serves) if numbered else found)
                 stats.append(
                     self._stat(f"control lineage of segment {d}: {name}", started, 1, name, found.num_rows)
@@ -218,8 +221,7 @@ class EagerIndex:
         reads: Reads = {}
         for name, tables in sorted(pairs.items()):
             owned = pa.concat_tables(tables, promote_options="permissive")
-            found = owned.drop_columns([LID]) if numbered else owned
-            found = found.group_by(found.column_names).aggregate([])
+            found = _distinct(owned.drop_columns([LID]) if numbered else owned)
             started = time.perf_counter()
             if name.startswith("src-"):
                 table = name[len("src-") :]
@@ -244,6 +246,13 @@ class EagerIndex:
                 )
         if by_row is not None:
             by_row.via.update(self._via(keys, controls, by_row))
+        contributing = None
+        if by_row is None:  # many rows at once: the rows the data lineage reaches, apart
+            contributing = {
+                t: self._source_rows(t, _distinct(data[n] if n in data else pairs[n][0].slice(0, 0)))
+                for t in source
+                if (n := f"src-{t}") in checked
+            } | {t: found for t, found in source.items() if f"src-{t}" not in checked}
         keys_ = {t: tuple(self.attrs(t)) for t in self.tables}
         return AugmentedLineage(
             source=source,
@@ -257,6 +266,7 @@ class EagerIndex:
             routes=self.root.routes(),
             run_id=self.record["run_id"],
             control=control_reads(self.root),
+            contributing=contributing,
         )
 
     @staticmethod
@@ -527,3 +537,7 @@ def _call_columns(fn: Function) -> list[tuple[str, str]]:
         (fn.value.id, fn.value.name),
         (fn.reason.id, fn.reason.name),
     ]
+
+
+def _distinct(pairs: pa.Table) -> pa.Table:
+    return pairs.group_by(pairs.column_names).aggregate([])

@@ -101,6 +101,9 @@ def test_invalid_sql_is_one_line(numbers: LineageSession) -> None:
     with pytest.raises(LineageError, match="invalid SQL task") as info:
         numbers.run("SELECT nope FROM nums")
     _no_jvm_noise(info.value)
+    deep = "SELECT * FROM nums WHERE " + "(" * 3000 + "x > 0" + ")" * 3000  # overflowed Spark's parser
+    with pytest.raises(LineageError, match=r"^the SQL task nests parentheses 3,000 deep \(at most 128\)$"):
+        numbers.run(deep)
 
 
 def test_names_and_keys_that_name_nothing_are_refused(numbers: LineageSession) -> None:

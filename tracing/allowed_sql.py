@@ -82,6 +82,9 @@ _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`")
 WHERE_CHARS = 20_000
 WHERE_OPERATORS = 256  # AND and OR (a list of values is one IN)
 WHERE_DEPTH = 64  # nested parentheses
+TASK_CHARS = 1_000_000  # a SQL task's bounds: TPC-DS's largest statement has 10 k characters
+TASK_OPERATORS = 1_000
+TASK_DEPTH = 128
 _BOOLEAN = re.compile(r"\b(?:and|or)\b", re.I)
 
 

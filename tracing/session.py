@@ -54,7 +54,14 @@ from segmenter.parser import parse_dataframe
 from segmenter.segments import Segment, render_segments, segment
 from segmenter.sources import Keys, read_by_spark_only, read_through
 from tracing import views
-from tracing.allowed_sql import check_where, stored_task
+from tracing.allowed_sql import (
+    TASK_CHARS,
+    TASK_DEPTH,
+    TASK_OPERATORS,
+    check_bounded,
+    check_where,
+    stored_task,
+)
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.confidence.batch import batch_confidences
 from tracing.confidence.checks import always_together, can_coexist, extraneous
@@ -156,6 +163,7 @@ class LineageSession:
 
     def sql(self, query: str) -> DataFrame:
         """A Spark SQL query over the registered source tables."""
+        check_bounded(query, "the SQL task", TASK_CHARS, TASK_OPERATORS, TASK_DEPTH)
         for name in self.store.source_names():
             self.table(name)
         try:

@@ -57,11 +57,12 @@ def sealed(record: dict[str, Any]) -> dict[str, Any]:
 def check_seal(run_id: str, record: dict[str, Any]) -> None:
     expected = seal(record)
     if expected is not None and not hmac.compare_digest(str(record.get(SEAL, "")), expected):
-        says = "has no seal" if SEAL not in record else "has another seal"
-        raise StoreError(
-            f"the record of run {run_id!r} {says} than $AL_STORE_KEY gives: written without the key, "
-            "or edited"
+        says = (
+            "is not sealed by $AL_STORE_KEY: written without the key"
+            if SEAL not in record
+            else "has a seal $AL_STORE_KEY does not give: edited, or sealed by another key"
         )
+        raise StoreError(f"the record of run {run_id!r} {says}")
 
 
 STORE_PREFIX = "@store/"  # in records: a path inside the store, wherever the store now is

@@ -168,7 +168,7 @@ def test_report_command_writes_html_json_and_mlflow(
     store: str, logged: tuple[str, str], mlflow_dir: str, tmp_path: Path
 ) -> None:
     """`al run --mlflow` logged the task run as an MLflow run of its own; `al report --mlflow`
-    adds the report files to that same MLflow run."""
+    adds the report files to that same MLflow run, or records a run MLflow has not seen."""
     import mlflow
 
     run_id, task_run = logged
@@ -191,6 +191,14 @@ def test_report_command_writes_html_json_and_mlflow(
     assert logged == {"audit/report.html", "audit/report.json"}
     tracked = client.get_run(task_run).data
     assert tracked.tags["al.run_id"] == run_id and tracked.metrics["report.answers"] == 2
+    # the README's line on a run MLflow has not seen: a new MLflow run records it (it passed
+    # the experiment's id as a run id: "Run with id=1 not found")
+    fresh = str(tmp_path / "fresh-mlflow")
+    code, out = _main("report", run_id, "--store", store, "--sample", "1", "-o", str(tmp_path / "r.html"),
+                      "--mlflow", "--mlflow-dir", fresh)  # fmt: skip
+    assert code == 0, out
+    made = mlflow.MlflowClient().get_run(out.split("MLflow run ")[1].split()[0]).data  # in fresh
+    assert made.tags["al.run_id"] == run_id and made.metrics["report.answers"] == 1
     page = render(html, tmp_path / "loan-report.png")
     assert page.console == [] and page.images == 0
     ARTIFACTS.mkdir(exist_ok=True)

@@ -209,7 +209,7 @@ def test_what_questions_add_to_a_run_is_anchored_in_its_record(
     assert als.load_run(run.id).lineage(where="grp = 1").reasoning_rows() == truth
 
     monkeypatch.setenv("AL_STORE_KEY", "the store's key")
-    with pytest.raises(StoreError, match=f"the record of run '{run.id}' has no seal than"):
+    with pytest.raises(StoreError, match=f"the record of run '{run.id}' is not sealed by"):
         als.load_run(run.id)  # written without the key
     sealed = als.run(task, strategy="fm", reasons="lazy")
     assert sealed.lineage(where="grp = 1").reasoning_rows() == truth  # adds a file, seals again
@@ -219,10 +219,10 @@ def test_what_questions_add_to_a_run_is_anchored_in_its_record(
     name, (size, _) = next(iter(data["added"].items()))
     data["added"][name] = [size, hashlib.sha256(b"forged").hexdigest()]  # the forger's own digest
     record.write_text(json.dumps(data))
-    with pytest.raises(StoreError, match=f"the record of run '{sealed.id}' has another seal than"):
+    with pytest.raises(StoreError, match=f"the record of run '{sealed.id}' has a seal"):
         als.load_run(sealed.id)
     code, out, _ = _al("verify", sealed.id, "--store", als.store.uri)
-    assert code == 2 and "has another seal than $AL_STORE_KEY gives" in out
+    assert code == 2 and "has a seal $AL_STORE_KEY does not give: edited" in out
 
 
 def test_gc_removes_only_what_no_run_reads(als: LineageSession, tmp_path: Path) -> None:

@@ -209,7 +209,10 @@ def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifact
 
     experiment = use_tracking_store(EXPERIMENT, args.mlflow_dir)
     found = tracked_run_of(run)
-    opened = mlflow.start_run(run_id=found) if found else mlflow.start_run(experiment, run_name=run.id)
+    if found:
+        opened = mlflow.start_run(run_id=found)
+    else:  # a new MLflow run in the experiment (start_run's first parameter is a run id)
+        opened = mlflow.start_run(experiment_id=experiment, run_name=run.id)
     with opened as tracked:
         if found is None:
             mlflow.set_tags(run_tags(run))

@@ -25,7 +25,7 @@ from reasoning_udfs.loan_rules import credit_rules
 from segmenter.errors import LineageError
 from tests.child_process import spark_child_env
 from tests.golden import LOAN_OUTPUT, assert_reject_lineage
-from tracing import LineageSession, Run
+from tracing import AugmentedLineage, LineageSession, Run
 from tracing.lineage import unique_rows
 
 STRATEGIES = ("rerun", "full", "fm")
@@ -127,6 +127,29 @@ def test_one_question_keeps_each_rows_answer_apart(runs: dict[str, Run], eager: 
     joa = {"client": [{"ClientID": "0002"}], "debt": [{"ClientID": "0002"}], "loan": [{"LoanID": "L02"}]}
     assert reads[2200] == joa and lin[2].reasoning_rows()[0]["reads"] == joa
     assert reads[3400]["loan"] == [{"LoanID": "L01"}] and "read: client '0002'" in str(lin[2])
+
+
+def test_pages_answer_every_row_apart(runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past PER_ROW_MAX rows one question merges its answer (here: 2 of the 3 rows); pages of
+    rows give every row's own answer, the same as asking for each row alone."""
+    monkeypatch.setattr("tracing.session.PER_ROW_MAX", 2)
+    run = runs["fm"]
+    with pytest.raises(LineageError, match=r"merges 3 output rows .* ask run.lineage_pages\(…\)"):
+        _ = run.lineage().rows
+    pages = list(run.lineage_pages(page=2))
+    assert [len(p) for p in pages] == [2, 1]
+    parts = ("targets", "source_lineage", "reasoning_lineage")
+
+    def answer(one: AugmentedLineage) -> dict:
+        return {k: v for k, v in one.to_dict().items() if k in parts}
+
+    apart = {tuple(answer(one)["targets"][0].values()): answer(one) for p in pages for one in p.rows}
+    assert sorted(apart) == sorted(LOAN_OUTPUT)
+    assert apart[("Reject", 1)] == answer(run.lineage(rows=[("Reject", 1)]))
+    (only,) = run.lineage_pages(where="Judge = 'Reject'")
+    assert_reject_lineage(only.rows[0])
+    with pytest.raises(ValueError, match="page= is a number of output rows from 1 to 2"):
+        next(run.lineage_pages(page=3))
 
 
 def test_a_per_row_answer_keeps_each_row_once_in_first_seen_order() -> None:

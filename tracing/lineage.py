@@ -369,7 +369,7 @@ class AugmentedLineage:
             if count != 1:
                 raise LineageError(
                     f"this answer merges {count} output rows (answers apart are kept for up to "
-                    f"{PER_ROW_MAX:,}): ask about fewer rows, or one at a time"
+                    f"{PER_ROW_MAX:,}): ask run.lineage_pages(…) for every row's own answer, a page at a time"
                 )
             return [(0, collect_rows(self.targets)[0])]
         targets = as_arrow(self.by_row.targets)  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import cached_property
 from typing import Any
@@ -472,6 +472,30 @@ class Run:
         found.warnings = list(self.warnings)
         found.origins = self._origins()
         return found
+
+    def lineage_pages(
+        self,
+        where: str | None = None,
+        page: int | None = None,
+        backend: str | None = None,
+        engine: str | None = None,
+    ) -> Iterator[AugmentedLineage]:
+        """The answer for every output row matching ``where`` (all without), ``page`` rows at
+        a time (default ``PER_ROW_MAX``), each row's answer apart (``lin.rows``) however many
+        rows match: one question answers apart up to ``PER_ROW_MAX`` rows and merges more. The
+        rows are chosen once; each page is asked for when the previous one has been read."""
+        page = PER_ROW_MAX if page is None else page
+        if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= PER_ROW_MAX:
+            raise ValueError(f"page= is a number of output rows from 1 to {PER_ROW_MAX:,} (got {page!r})")
+        self._check_choice(where, None, None)
+        with value_errors(where):
+            chosen = self._choose(where, None, None, 0)
+            names = [ident(c.id) for c in self.task.output]
+            rows = [tuple(r) for r in chosen.selectExpr(*names).distinct().collect()]
+        if not rows:
+            raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
+        for start in range(0, len(rows), page):
+            yield self.lineage(rows=rows[start : start + page], backend=backend, engine=engine)
 
     def forward(
         self,

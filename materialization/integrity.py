@@ -206,9 +206,8 @@ def check_run(catalog: StoreCatalog, record: Mapping, check: Check) -> None:
     """A run's files and the snapshots it read against its record (a run written before
     records listed their files is checked for what it lists)."""
     run_id = record["run_id"]
-    folder = f"{catalog.root}/runs/{run_id}"
     if "files" in record:
-        check.folder(folder, record["files"], f"runs/{run_id}")
+        check.folder(f"{catalog.root}/runs/{run_id}", record["files"], f"runs/{run_id}")
     for snapshot, digest in record.get("inputs", []):
         check_snapshot(catalog, snapshot, digest, check)
 

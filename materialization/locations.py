@@ -29,10 +29,7 @@ class LocationError(LineageError):
 def normalize_uri(uri: str) -> str:
     """``file:`` and the absolute path for a local path; a URI the user wrote (it has a
     scheme: ``s3a://b/s``, ``file:/tmp/s``) unchanged but for a trailing slash."""
-    if _SCHEME.match(uri) and not re.match(r"^[A-Za-z]:[\\/]", uri):  # not a Windows drive
-        found = uri.rstrip("/")
-    else:
-        found = "file:" + os.path.abspath(uri)
+    found = uri.rstrip("/") if _SCHEME.match(uri) else "file:" + os.path.abspath(uri)
     bad = sorted({c for c in found if c in GLOB_CHARACTERS})
     if bad:
         raise LocationError(

@@ -29,6 +29,7 @@ from segmenter.operators import (
     Generate,
     Join,
     Node,
+    OuterJoin,
     Projection,
     Selection,
     SortKey,
@@ -184,6 +185,16 @@ class Compiler:
             keep = [c.id for c in node.inputs[0].columns] + tags_of(df)
             df = df.selectExpr(*map(ident, keep))
         return df
+
+    def _outerjoin(self, node: OuterJoin) -> DataFrame:
+        """One Spark outer join, its inputs' tags passed on (a padded row's other tags NULL)."""
+        sides = []
+        for child in node.children:
+            df = self.compile(child)
+            kept = [ident(c.id) for c in child.match_columns()]
+            sides.append(df.selectExpr(*kept, *map(ident, tags_of(df))))
+        cond = conjunction(node.condition)
+        return sides[0].join(sides[1], cond if cond is not None else F.lit(True), node.kind)
 
     def _generate(self, node: Generate) -> DataFrame:
         df = self.compile(node.child)

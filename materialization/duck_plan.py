@@ -35,6 +35,7 @@ from segmenter.operators import (
     Generate,
     Join,
     Node,
+    OuterJoin,
     Projection,
     Selection,
     Source,
@@ -101,7 +102,7 @@ def evaluated(node: Node, aggregates: bool) -> list[Expr]:
     """The expressions a tracing query (or a recomputation) of ``node`` evaluates."""
     if isinstance(node, Selection):
         return list(node.condition)
-    if isinstance(node, Join):
+    if isinstance(node, Join | OuterJoin):
         return list(node.condition)
     if isinstance(node, Projection):
         return [e for _, e in node.outputs]
@@ -192,6 +193,8 @@ class DuckPlan:
             return Rel(f"SELECT {', '.join(exprs)} FROM ({kids[0].sql})", (*ids, *tags))
         if isinstance(node, Join):
             return self._join(node, kids, tagged, (probes or {}).get(id(node)))
+        if isinstance(node, OuterJoin):
+            return self._outer_join(node, kids)
         if isinstance(node, Aggregation):
             return self._aggregation(node, kids[0])
         if isinstance(node, Generate):
@@ -233,6 +236,18 @@ class DuckPlan:
                 c for c in cols if c.startswith(TAG_PREFIX)
             )
         return Rel(f"SELECT {', '.join(map(q, cols))} FROM {sql}", cols)
+
+    def _outer_join(self, node: OuterJoin, kids: list[Rel]) -> Rel:
+        """One outer join, its inputs' tags passed on (a padded row's other tags NULL)."""
+        cols: list[str] = []
+        picked: list[str] = []
+        for alias, child, kid in zip(("l", "r"), node.children, kids):
+            names = [*(c.id for c in child.match_columns()), *kid.tags()]
+            cols += names
+            picked += [f"{alias}.{q(c)}" for c in names]
+        cond = " AND ".join(f"({self._expr(e)})" for e in node.condition) or "TRUE"
+        joined = f"({kids[0].sql}) l {node.kind.upper()} JOIN ({kids[1].sql}) r ON {cond}"
+        return Rel(f"SELECT {', '.join(picked)} FROM {joined}", tuple(cols))
 
     def _explode(self, node: Generate, kid: Rel) -> Rel:
         """explode(list): a row per element (none for an empty or NULL list), as unnest."""

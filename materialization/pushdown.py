@@ -4,7 +4,8 @@ A :class:`Restriction` says "keep rows whose columns equal some row of ``values`
 pushed through every operator along the columns that pass it unchanged (and across an inner
 join's ``a = b``: a value that restricts a restricts b's input too); a column computed by
 the operator (an aggregate, a UDF value) simply stops being a constraint. For a difference
-only the left input is restricted: (T1 − T2) ⋉ Ō → (T1 ⋉ Ō) − T2.
+only the left input is restricted: (T1 − T2) ⋉ Ō → (T1 ⋉ Ō) − T2; for an outer join only
+an input whose unmatched rows are kept, and only where the other's are not (⟕: the left).
 
 On Spark, a restriction whose values are few and held in process is written as literals (a
 filter, and the targets' ids as a CASE): a broadcast join, even of a local relation, costs a
@@ -36,6 +37,7 @@ from segmenter.operators import (
     Generate,
     Join,
     Node,
+    OuterJoin,
     Projection,
     Selection,
     Source,
@@ -167,6 +169,12 @@ def passing_columns(node: Node, equal: Sequence[tuple[str, str]] = ()) -> list[d
                 if a in m and b not in m:
                     m[b] = a
         return maps
+    if isinstance(node, OuterJoin):
+        # a kept side's row is matched against the whole other side, and padded only if
+        # nothing there matches: restricting the other side would pad rows that do match
+        sides = (node.left, node.right)
+        other = {1 - k for k in node.kept}
+        return [{} if i in other else {c.id: c.id for c in s.match_columns()} for i, s in enumerate(sides)]
     if isinstance(node, Aggregation):
         return [{c.id: e.is_column() for c, e in node.keys if e.is_column()}]  # type: ignore[misc]
     if isinstance(node, Window):  # a restriction on other columns would cut frames short

@@ -191,6 +191,48 @@ class Join(Node):
         return ("semi " if self.semi else "") + cond
 
 
+OUTER_KINDS = {"left": "⟕", "right": "⟖", "full": "⟗"}  # which input's unmatched rows are kept
+
+
+@dataclass(frozen=True)
+class OuterJoin(Node):
+    """T₁ ⟕ T₂, ⟖, ⟗: the matched pairs, and the unmatched rows of the ``kind``'s side(s)
+    padded with NULLs. Defined by its rewrite (docs/semantics.md, :mod:`segmenter.rewrites`),
+    (T₁ ⋈ T₂) ∪ π_{T₁, NULL…}(T₁ − (T₁ ⋉ T₂)) for ⟕; evaluated as one join and traced in
+    one step: a matched row's lineage is its two input rows, a padded row's its own row,
+    plus every matched row of either input as control (the check its difference makes)."""
+
+    left: Node
+    right: Node
+    condition: tuple[Expr, ...]
+    kind: str = "left"
+
+    def __post_init__(self) -> None:
+        if self.kind not in OUTER_KINDS:
+            raise ValueError(f"outer join kind must be one of {tuple(OUTER_KINDS)}")
+
+    @property
+    def symbol(self) -> str:  # type: ignore[override]
+        return OUTER_KINDS[self.kind]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.left.match_columns() + self.right.match_columns()  # as the rewrite's ∪
+
+    @property
+    def kept(self) -> tuple[int, ...]:
+        """The inputs (0: left, 1: right) whose unmatched rows are kept, padded."""
+        return {"left": (0,), "right": (1,), "full": (0, 1)}[self.kind]
+
+    def describe(self) -> str:
+        cond = " AND ".join(e.sql for e in self.condition) or "TRUE"
+        return f"{self.kind} outer {cond}"
+
+
 @dataclass(frozen=True)
 class Aggregation(Node):
     """α_{G, g(B)}. ``outputs`` keep Spark's column order; every grouping expression has an
@@ -497,7 +539,7 @@ def _assignment(col: Col, expr: Expr) -> str:
 
 _NODE_TYPES: dict[str, type[Node]] = {
     cls.__name__: cls
-    for cls in (Source, Selection, Projection, Join, Aggregation, Union, Difference)
+    for cls in (Source, Selection, Projection, Join, OuterJoin, Aggregation, Union, Difference)
     + (Function, Generate, Expand, Window)
 }
 

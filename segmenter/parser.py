@@ -29,6 +29,7 @@ from segmenter.operators import (
     Generate,
     Join,
     Node,
+    OuterJoin,
     Projection,
     Selection,
     SortKey,
@@ -40,6 +41,7 @@ from segmenter.operators import (
     from_dict,
     to_dict,
 )
+from segmenter.rewrites import anti
 from segmenter.sources import Keys, SourceReader, SourceResolver
 
 JObj = Any  # a py4j JavaObject
@@ -629,9 +631,14 @@ class _Parser:
         if join_type == "LeftSemi":
             return Join((left, right), condition, semi=True)
         if join_type == "LeftAnti":
-            return _anti(left, right, condition)
+            return anti(left, right, condition)
         if join_type in _OUTER:
-            return _outer(left, right, condition, self._cols(plan), _OUTER[join_type])
+            joined = OuterJoin(left, right, condition, _OUTER[join_type])
+            shown = self._cols(plan)
+            if [c.id for c in shown] == [c.id for c in joined.columns]:
+                return joined
+            renamed = zip(shown, joined.columns, strict=True)
+            return Projection(joined, tuple((s, column_expr(o)) for s, o in renamed))
         # ExistenceJoin(exists#n): EXISTS/IN under OR or in a SELECT list, a flag per left row
         flag = self._attr_col(plan.joinType().exists())
         return _existence(left, right, condition, flag, self._cols(plan))
@@ -872,11 +879,6 @@ def _precedes(keys: list[tuple[Expr, Expr, JObj]]) -> Expr:
     return _or(here, _and([_null_safe_eq(a, b), _precedes(rest)]))
 
 
-def _anti(left: Node, right: Node, condition: tuple[Expr, ...]) -> Difference:
-    """T₁ ▷ T₂ = T₁ − (T₁ ⋉ T₂): the left rows no right row matches, duplicates kept."""
-    return Difference(left, Join((left, right), condition, semi=True), "anti")
-
-
 def _existence(
     left: Node, right: Node, condition: tuple[Expr, ...], flag: Col, output: tuple[Col, ...]
 ) -> Node:
@@ -885,7 +887,7 @@ def _existence(
     shown = tuple((c, column_expr(c)) for c in left.match_columns())
     branches = (
         Projection(Join((left, right), condition, semi=True), (*shown, (flag, Expr("true", frozenset())))),
-        Projection(_anti(left, right, condition), (*shown, (flag, Expr("false", frozenset())))),
+        Projection(anti(left, right, condition), (*shown, (flag, Expr("false", frozenset())))),
     )
     return Union(branches, output)
 
@@ -928,25 +930,5 @@ _TOTAL_ORDER = ("row_number", "rows_running")  # defined only where the data has
 # joins whose rows are left rows, with or without more: a filter on the left commutes with them
 _LEFT_KEEPING = ("LeftOuter", "LeftSemi", "LeftAnti", "ExistenceJoin")
 
-# Spark's outer join types -> the sides whose unmatched rows are padded with NULLs
-_OUTER = {"LeftOuter": ("left",), "RightOuter": ("right",), "FullOuter": ("left", "right")}
-
-
-def _outer(
-    left: Node, right: Node, condition: tuple[Expr, ...], output: tuple[Col, ...], padded: tuple[str, ...]
-) -> Node:
-    """T₁ ⟕ T₂ = (T₁ ⋈ T₂) ∪ π_{T₁, NULL…}(T₁ ▷ T₂); ⟖ pads T₂'s unmatched rows, ⟗ both
-    (docs/semantics.md): the outer join written in the paper's operators."""
-    inner = Join((left, right), condition)
-    branches: list[Node] = [inner]
-    sides = {"left": (left, right), "right": (right, left)}
-    for side in padded:
-        kept, other = sides[side]
-        unmatched = _anti(kept, other, condition)
-        shown = {c.id for c in kept.match_columns()}
-        outputs = tuple(
-            (c, column_expr(c) if c.id in shown else Expr(f"CAST(NULL AS {c.dtype})", frozenset()))
-            for c in inner.match_columns()
-        )
-        branches.append(Projection(unmatched, outputs))
-    return Union(tuple(branches), output)
+# Spark's outer join types -> OuterJoin's kind
+_OUTER = {"LeftOuter": "left", "RightOuter": "right", "FullOuter": "full"}

@@ -1,7 +1,8 @@
 """Segmentation (paper §5.1-5.2): split an operator tree into Non-D and D segments.
 
 Non-D pattern, top to bottom: ``φ* α* (∪|π|σ)* (π|σ|⋈)*`` with nested grouping keys for
-stacked aggregations; D: a single difference. Longest match, top-down from the root, the
+stacked aggregations; D: a single difference; outer: a single outer join, whose padded rows
+carry a difference's check (docs/semantics.md). Longest match, top-down from the root, the
 operator order left exactly as given.
 """
 
@@ -18,6 +19,7 @@ from segmenter.operators import (
     Generate,
     Join,
     Node,
+    OuterJoin,
     Projection,
     Selection,
     Source,
@@ -30,7 +32,7 @@ from segmenter.operators import (
 @dataclass(frozen=True)
 class Segment:
     id: int
-    kind: str  # "non-d" or "d"
+    kind: str  # "non-d", "d" or "outer"
     top: Node
     functions: tuple[Function, ...]  # φ chain, top first
     aggregations: tuple[Aggregation, ...]  # α chain, top first
@@ -43,6 +45,13 @@ class Segment:
     def is_d(self) -> bool:
         return self.kind == "d"
 
+    @property
+    def check_id(self) -> int:
+        """The label of the rows an outer join's check reads (its matched rows, control for
+        its padded rows), apart from its own id, which labels the rows its output rows were
+        made of: the same input is read both ways."""
+        return -1 - self.id
+
     def walk(self) -> Iterator[Segment]:
         """Pre-order over this segment and all segments below it."""
         yield self
@@ -54,6 +63,8 @@ class Segment:
         branch a source row entered the lineage by."""
         path = (*above, self.id)
         found = {self.id: path}
+        if self.kind == "outer":
+            found[self.check_id] = path
         for child in self.children:
             found |= child.routes(path)
         return found
@@ -112,6 +123,15 @@ def _segment(top: Node, counter: Iterator[int]) -> Segment:
     if isinstance(top, Difference):
         leaves: tuple[Node, ...] = (top.left, top.right)
         return _make(seg_id, "d", top, (), (), None, (top,), leaves, counter)
+    if isinstance(top, OuterJoin):  # with the σ/π/⋈ below each input, as below an inner join
+        joined: list[Node] = [top]
+        inputs: list[Node] = []
+        for side in top.children:
+            if _is_body(side, below_join=True):
+                _collect_body(side, True, joined, inputs)
+            else:
+                inputs.append(side)
+        return _make(seg_id, "outer", top, (), (), top, tuple(joined), tuple(inputs), counter)
 
     operators: list[Node] = []
     node = top
@@ -194,7 +214,7 @@ def render_segments(root: Segment) -> str:
         for leaf in seg.leaves:
             child = seg.child_for(leaf)
             inputs.append(f"segment {child.id}" if child else f"table {leaf.table}")  # type: ignore[attr-defined]
-        kind = "D" if seg.is_d else "Non-D"
+        kind = {"d": "D", "non-d": "Non-D", "outer": "Outer"}[seg.kind]
         lines.append(f"segment {seg.id} [{kind}] {seg.pattern()}  <- {', '.join(inputs)}")
     return "\n".join(lines)
 
@@ -207,9 +227,17 @@ def control_reads(root: Segment) -> dict[str, dict[int, tuple[str, int]]]:
     control lineage"): per table, each segment whose reads of it are control rows, with what
     checks them. A difference's right input is tested for the absence of a match (the D rule
     gives all of it): every row read below it is control. A difference that reads one table
-    on both sides cannot tell its reads apart: they count as contributing."""
+    on both sides cannot tell its reads apart: they count as contributing. An outer join's
+    check (the matched rows of both inputs, for its padded rows) is read under its
+    :attr:`Segment.check_id`."""
     found: dict[str, dict[int, tuple[str, int]]] = {}
     for seg in root.walk():
+        if seg.kind == "outer":  # its check's reads are labelled apart (Segment.check_id)
+            check = (f"{seg.top.kind} outer join (for its unmatched rows)", seg.id)  # type: ignore[attr-defined]
+            for inner in seg.walk():
+                for leaf in inner.leaves:
+                    if isinstance(leaf, Source):
+                        found.setdefault(leaf.table, {})[seg.check_id] = check
         if not seg.is_d:
             continue
         assert isinstance(seg.top, Difference)

@@ -12,6 +12,7 @@ from segmenter.operators import (
     Function,
     Join,
     Node,
+    OuterJoin,
     Projection,
     Selection,
     Source,
@@ -20,8 +21,9 @@ from segmenter.operators import (
     from_dict,
     to_dict,
 )
+from segmenter.rewrites import rewritten
 from segmenter.row_keys import row_key
-from segmenter.segments import nested_keys, render_segments, segment
+from segmenter.segments import control_reads, nested_keys, render_segments, segment
 
 
 def table(name: str, *cols: str) -> Source:
@@ -154,6 +156,32 @@ def test_difference_directly_over_sources() -> None:
     root = segment(Difference(CLIENT, DEBT))
     assert root.is_d and root.children == ()
     assert [leaf.table for leaf in root.leaves] == ["client", "debt"]
+
+
+def test_outer_join_is_one_segment_and_its_rewrite_the_seven_operators() -> None:
+    """⟕ keeps the σ/π/⋈ below its inputs (as an inner join does) in one outer segment, read
+    once; its check's reads are labelled apart, control; its rewrite, which the capturing
+    backends run, is (T₁ ⋈ T₂) ∪ π(T₁ − (T₁ ⋉ T₂)) with T₁ one object read three times."""
+    cond = (Expr("client_id = debt_id", frozenset({"client_id", "debt_id"})),)
+    task = alpha(OuterJoin(pi(sigma(CLIENT)), DEBT, cond, "left"), "income")
+    root = segment(task)
+    assert [(s.kind, s.pattern()) for s in root.walk()] == [("non-d", "α"), ("outer", "⟕-π-σ")]
+    outer = root.children[0]
+    assert [leaf.table for leaf in outer.leaves] == ["client", "debt"]
+    assert "segment 1 [Outer] ⟕-π-σ  <- table client, table debt" in render_segments(root)
+    check = ("left outer join (for its unmatched rows)", 1)
+    assert control_reads(root) == {"client": {-2: check}, "debt": {-2: check}}
+    assert root.routes()[outer.check_id] == (0, 1)
+    assert from_dict(to_dict(task)) == task
+    both = OuterJoin(CLIENT, DEBT, cond, "full")
+    assert [c.id for c in both.columns] == ["client_id", "client_income", "debt_id", "debt_debt"]
+    written = rewritten(both)
+    assert isinstance(written, Union) and written.outputs == both.columns
+    inner, *padded = written.inputs
+    assert inner == Join((CLIENT, DEBT), cond) and len(padded) == 2
+    assert [p.child.kind for p in padded] == ["anti", "anti"]  # type: ignore[attr-defined]
+    assert padded[0].child.left is CLIENT and padded[0].child.right.inputs == (CLIENT, DEBT)  # type: ignore[attr-defined]
+    assert [s.kind for s in segment(written).walk()].count("d") == 2
 
 
 def test_segment_ids_are_unique_and_preorder() -> None:

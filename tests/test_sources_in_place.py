@@ -156,6 +156,8 @@ def test_an_outer_joins_matched_side_is_control_lineage(retail: dict[str, Any]) 
     """A group's contributing orders and reviews are exactly its customers' (those with the
     group's mood); the orders with a review that an unreviewed order was checked against (the
     left join's NULL-padded rows) are control rows, apart."""
+    segments = retail["run"].segments().splitlines()  # the left join: one step, no copy of orders
+    assert len(segments) == 3 and "[Outer] ⟕-π-π  <- table orders, table reviews" in segments[2]
     frames = retail["frames"]
     texts = dict(zip(frames["reviews"]["order_id"], frames["reviews"]["text"]))
     enterprise = set(frames["customers"].query("segment == 'enterprise'")["customer_id"])
@@ -178,8 +180,8 @@ def test_an_outer_joins_matched_side_is_control_lineage(retail: dict[str, Any]) 
             assert len(checked) + len(used) == len(lin.source_rows(table))
         if padded:  # what it was checked against: every order with a review (T₁ ⋉ T₂)
             assert {r["order_id"] for r in lin.source_rows("orders")} == set(group) | set(texts)
-            assert lin.checks("orders") and "anti-join" in lin.checks("orders")[0]
-            assert "only checked, by the anti-join" in str(lin)
+            assert lin.checks("orders") == ["the left outer join (for its unmatched rows) of segment 2"]
+            assert "only checked, by the left outer join" in str(lin)
             data = lin.to_dict()
             assert data["control_lineage"]["reviews"]["rows"] == len(lin.control_rows("reviews"))
             assert data["rows"][0]["contributing"]["orders"] == orders
@@ -289,5 +291,5 @@ def test_the_own_job_example_runs_as_written(
     own_job.main(tmp_path / "data", str(tmp_path / "store"))
     printed = capsys.readouterr().out
     assert f"orders: 10 row(s) of {tmp_path / 'data' / 'orders'} (parquet, 2 file(s))" in printed
-    assert "    + 33 row(s) only checked, by the anti-join" in printed  # the left join's matched side
+    assert "    + 33 row(s) only checked, by the left outer join" in printed  # the left join's matched side
     assert "[part-0.parquet row 4]" in printed and printed.rstrip().endswith("in-process")

@@ -34,17 +34,22 @@ from tracing.lineage import (
     placed,
     unique_rows,
 )
-from tracing.queries import trace_d, trace_non_d
+from tracing.queries import trace_d, trace_non_d, trace_outer
 
-Part = tuple[int, Any, list[int] | None]  # a table's rows read by a segment: its id, the rows, shared ids
+# a table's rows read by a segment: its id (or an outer join's check_id), the rows, shared ids
+Part = tuple[int, Any, list[int] | None]
+Entry = tuple[Segment, Restriction | None, list[int] | None, int | None]
+_TRACE = {"non-d": trace_non_d, "d": trace_d, "outer": trace_outer}
+_KINDS = {"non-d": "Non-D", "d": "D", "outer": "Outer"}
 
 
 def derive(root: Segment, targets: Restriction | None, engine: Engine) -> AugmentedLineage:
     """Augmented lineage of ``targets`` (rows of the root segment's output; None = all);
     numbered targets give it per target too (:class:`ByRow`)."""
-    # each entry: a segment, its targets, and the target ids every row of it serves where it
-    # is traced once for all of them (a difference's subtrahend: see _shared)
-    queue: deque[tuple[Segment, Restriction | None, list[int] | None]] = deque([(root, targets, None)])
+    # each entry: a segment, its targets, the target ids every row of it serves where it is
+    # traced once for all of them (a difference's subtrahend: see _shared), and the label
+    # of the outer join's check it serves, if any (Segment.check_id: what it reads is control)
+    queue: deque[Entry] = deque([(root, targets, None, None)])
     # per table: the segment that read them, the rows, and the target ids they all serve where
     # they were traced once for several (see _shared)
     source: dict[str, list[Part]] = {}
@@ -53,7 +58,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     stats: list[TraceStat] = []
     renumbering = Renumbering()
     while queue:
-        seg, r, shared = queue.popleft()
+        seg, r, shared, check = queue.popleft()
         started = time.perf_counter()
         numbered = r is not None and r.numbered
         if seg.functions:
@@ -78,14 +83,17 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                         engine.named(rows, picked, distinct=True),
                     )
                 )
-        found = (trace_d if seg.is_d else trace_non_d)(seg, r, engine)
+        found = _TRACE[seg.kind](seg, r, engine)
         rows_out: dict[str, int | None] = {}
         for part in found:
             label = f"segment {part.child.id}" if part.child else f"table {part.leaf.table}"  # type: ignore[attr-defined]
+            checking = seg.check_id if part.control and check is None else check
+            serving = part.ids if part.ids is not None else shared
             if part.rows is None:  # an input of a difference: trace the child directly
                 child: Segment = part.child  # type: ignore[assignment]
                 all_for = _shared(child, part.targets)
-                queue.append((child, None, all_for) if all_for else (child, part.targets, shared))
+                entry = (child, None, all_for) if all_for else (child, part.targets, serving)
+                queue.append((*entry, checking))
                 rows_out[label] = part.targets.rows if part.targets and part.targets.on else None
                 continue
             rows_out[label] = (rows_out.get(label) or 0) + part.rows.count
@@ -94,14 +102,16 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                 assert isinstance(leaf, Source)
                 rows = engine.named(part.rows.rows, leaf.cols, distinct=False)
                 keys[leaf.table] = list(leaf.key_names)
-                source.setdefault(leaf.table, []).append((seg.id, rows, shared))
+                read_by = seg.id if checking is None else checking
+                source.setdefault(leaf.table, []).append((read_by, rows, serving))
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
-                queue.append((part.child, part.rows.restricting(ids, True, numbered), shared))
+                restriction = part.rows.restricting(ids, True, numbered and part.ids is None)
+                queue.append((part.child, restriction, serving, checking))
         stats.append(
             TraceStat(
                 seg.id,
-                "D" if seg.is_d else "Non-D",
+                _KINDS[seg.kind],
                 seg.pattern(),
                 time.perf_counter() - started,
                 None if r is None or not r.on else r.rows,

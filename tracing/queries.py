@@ -19,6 +19,12 @@ its part of the lineage: one pass over the input, not a copy of it per window fu
 
 D segment T₁ − T₂: {Ō, T₂}.
 
+Outer segment T₁ ⟕ T₂ (⟖, ⟗), as its rewrite (T₁ ⋈ T₂) ∪ π(T₁ − (T₁ ⋉ T₂)) defines it, in
+one step: evaluated as one outer join over tagged inputs, a matched row's tags give its two
+rows, a padded row's its own (the other tag is NULL). A padded row also carries the check
+its difference makes, all of T₁ ⋉ T₂: that semi-join is traced once, for every padded
+target, and its rows are control (docs/semantics.md).
+
 Per row: when the targets are *numbered* (each carries ``ROW_ID``), the semi-join with them
 becomes a join that keeps each row's ``ROW_ID``, and the probes and Split carry it: one pass
 answers for every chosen output row apart. "All of it" (a difference's T₂) is then a
@@ -31,9 +37,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from materialization.compile import TAG_PREFIX
+from materialization.compile import ROW_ID, TAG_PREFIX
 from materialization.pushdown import Restriction, push_to_leaves
-from segmenter.operators import Join, Node, Window
+from segmenter.operators import Join, Node, OuterJoin, Window
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
 from tracing.engines import Engine, Settled
@@ -49,10 +55,21 @@ class LeafLineage:
     child: Segment | None
     rows: Settled | None = None
     targets: Restriction | None = None
+    control: bool = False  # rows an outer join's check read (Segment.check_id), not its rows'
+    ids: list[int] | None = None  # unnumbered rows that serve each of these targets
 
 
 def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[LeafLineage]:
     """Split(σ_C(T₁ ⋈ … ⋈ Tₘ) ⋉ Ō) for a Non-D segment; ``targets`` None means ALL."""
+    found, _, _ = _evaluated(seg, targets, engine)
+    return [LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)]) for leaf in seg.leaves]
+
+
+def _evaluated(
+    seg: Segment, targets: Restriction | None, engine: Engine
+) -> tuple[dict[int, Settled], Settled, dict[int, str]]:
+    """The segment's body over its tagged inputs, kept where it gives a target: each
+    input's rows (by ``id`` of its leaf), the kept rows, and each input's tag."""
     pushed = push_to_leaves(seg.top, seg.leaves, targets)
     inputs = {}
     tags: dict[int, str] = {}
@@ -73,8 +90,41 @@ def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> li
         on = {v: n for v, n in targets.on.items() if n in match}
         key = None if seg.aggregations else row_key(seg.body_top)  # Q9: 8 of 52 columns
         joined = engine.semi(joined, replace(targets, on=on, complete=False), key)
-    found = _split(engine.settle(joined), seg.body_top, inputs, tags, probes, engine)
-    return [LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)]) for leaf in seg.leaves]
+    settled = engine.settle(joined)
+    return _split(settled, seg.body_top, inputs, tags, probes, engine), settled, tags
+
+
+def trace_outer(seg: Segment, targets: Restriction | None, engine: Engine) -> list[LeafLineage]:
+    """The rows of each kept output row (its two, or a padded row's one), and, where some
+    kept row is padded, T₁ ⋉ T₂ traced once as control for those rows (each matched row
+    of either input: ⟕'s difference checks them all)."""
+    join = seg.top
+    assert isinstance(join, OuterJoin)
+    found, settled, tags = _evaluated(seg, targets, engine)
+    out = [LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)]) for leaf in seg.leaves]
+    sides = join.children
+    # a padded row: no row of the other input, so NULL in every tag of it the row carries
+    padded = engine.absent(settled, [tags[id(_reached(sides[1 - k], tags)[0])] for k in join.kept])
+    if not padded.count:
+        return out
+    semi = Join(sides, join.condition, semi=True)  # the check, over the same inputs
+    check = replace(seg, kind="non-d", top=semi, body=semi, operators=(semi,))
+    numbered = targets is not None and targets.numbered
+    ids = padded.local.column(ROW_ID).to_pylist() if numbered and padded.local is not None else None
+    for part in trace_non_d(check, None, engine):
+        assert part.rows is not None
+        if numbered and (ids is None or (part.child is not None and _calls_below(part.child))):
+            # a model call below tells its reads apart per target: each row numbered
+            each = Restriction(padded.rows, {}, padded.count, numbered=True, local=padded.local)
+            rows = engine.settle(engine.semi(part.rows.rows, each))
+            out.append(replace(part, rows=rows, control=True))
+        else:
+            out.append(replace(part, control=True, ids=ids))
+    return out
+
+
+def _calls_below(child: Segment) -> bool:
+    return any(s.functions for s in child.walk())
 
 
 def _split(

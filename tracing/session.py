@@ -49,8 +49,9 @@ from materialization.strategies import check_reasons, check_strategy, resolve_re
 from models.checksums import changed_weights, udf_models
 from reasoning_udfs.udf import load_declared, lookup
 from segmenter.errors import LineageError
-from segmenter.operators import Function, Source, Task
+from segmenter.operators import Function, Node, Source, Task
 from segmenter.parser import parse_dataframe
+from segmenter.rewrites import rewritten
 from segmenter.segments import Segment, render_segments, segment
 from segmenter.sources import Keys, read_by_spark_only, read_through
 from tracing import views
@@ -280,7 +281,7 @@ class LineageSession:
             reasons = resolve_reasons(reasons, strategy, costs)
         else:
             reasons = "eager"
-        root = segment(parsed.root)
+        root = segments_for(parsed.root, backend)
         if capture is not None:
             capture.resolve(parsed)  # a bad declaration fails before anything runs
         if backend == "confidence":
@@ -307,10 +308,18 @@ class LineageSession:
         check = Check(self.store.catalog.fs, budget=budget())
         check_run(self.store.catalog, record, check)
         check.raise_any(f"run {run_id} is damaged")
-        return Run(self, record, task, segment(task.root), changed_weights(record.get("models", {})))
+        root = segments_for(task.root, record.get("backend", "lazy"))
+        return Run(self, record, task, root, changed_weights(record.get("models", {})))
 
     def runs(self) -> list[str]:
         return self.store.run_ids()
+
+
+def segments_for(root: Node, backend: str) -> Segment:
+    """The segments a run of ``backend`` runs and answers from: the lazy engines evaluate
+    and trace an outer join in one step; the backends that capture lineage while the task
+    runs (indexes, ranges, formulas) run its rewrite into the seven operators."""
+    return segment(root if backend == "lazy" else rewritten(root))
 
 
 class Run:

@@ -94,6 +94,10 @@ class Engine(Protocol):
     def split(self, settled: Settled, tag: str) -> Settled:
         """The distinct rows one tag holds among the settled rows (with their ``ROW_ID``)."""
 
+    def absent(self, settled: Settled, tags: Sequence[str]) -> Settled:
+        """Of the settled rows, those where one of ``tags`` is NULL (an outer join's padded
+        rows): their distinct ``ROW_ID`` where numbered, else at most one row (whether any)."""
+
     def named(self, rel: Any, cols: Sequence[Col], distinct: bool) -> Any:
         """``rel``'s ``cols`` under the user's names (and its ``ROW_ID``): an answer's rows."""
 

@@ -337,6 +337,13 @@ class DuckEngine(DuckPlan):
         sql = f"SELECT DISTINCT {fields} FROM ({settled.rows.sql}) WHERE {q(tag)} IS NOT NULL"
         return self.settle(Rel(sql, cols))
 
+    def absent(self, settled: Settled, tags: Sequence[str]) -> Settled:
+        cond = " OR ".join(f"{q(t)} IS NULL" for t in tags)
+        if ROW_ID in settled.rows.cols:
+            sql = f"SELECT DISTINCT {q(ROW_ID)} FROM ({settled.rows.sql}) WHERE {cond}"
+            return self.settle(Rel(sql, (ROW_ID,)))
+        return self.settle(Rel(f"SELECT 1 AS one FROM ({settled.rows.sql}) WHERE {cond} LIMIT 1", ("one",)))
+
     def named(self, rel: Rel, cols: Sequence[Col], distinct: bool) -> pa.Table:
         held = self._held.get(rel.sql)
         ids = [*(c.id for c in cols), *[ROW_ID] * (ROW_ID in rel.cols)]

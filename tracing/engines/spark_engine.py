@@ -3,13 +3,15 @@ size, model calls rerun in reasoning mode)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from materialization.compile import ROW_ID, Compiler, aliased, conjunction, ident, struct_of
 from materialization.pushdown import Restriction
@@ -112,6 +114,22 @@ class SparkEngine:
         if numbered:
             rows = rows.append_column(ROW_ID, picked.column(ROW_ID))
         return self._settled(rows, schema)
+
+    def absent(self, settled: Settled, tags: Sequence[str]) -> Settled:
+        """In process when the rows were collected, else one Spark job."""
+        joined: DataFrame = settled.rows
+        numbered = ROW_ID in joined.columns
+        if settled.local is not None:
+            local: pa.Table = settled.local
+            null = [pc.is_null(local.column(t)) for t in tags]
+            kept = local.filter(functools.reduce(pc.or_, null))
+            if numbered:
+                rows = pa.table({ROW_ID: pc.unique(kept.column(ROW_ID))})
+                return self._settled(rows, StructType([joined.schema[ROW_ID]]))
+            one = pa.table({"one": pa.array([1] * min(1, kept.num_rows), pa.int32())})
+            return self._settled(one, StructType([StructField("one", IntegerType(), False)]))
+        picked = joined.where(" OR ".join(f"{ident(t)} IS NULL" for t in tags))
+        return self.settle(picked.select(ROW_ID).distinct() if numbered else picked.limit(1).select(F.lit(1)))
 
     def named(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame | pa.Table:
         """``cols`` of ``rel`` under their names; rows this engine holds are renamed (and

@@ -282,7 +282,7 @@ class ColumnLineage:
             return {c.id: {(node.table, c.name): Via()} for c in node.cols}
         below = [self._walk(child) for child in node.children]
         cols: dict[str, Origins] = {k: v for child in below for k, v in child.items()}
-        if isinstance(node, ops.Selection | ops.Join):
+        if isinstance(node, ops.Selection | ops.Join | ops.OuterJoin):
             kind = "FILTER" if isinstance(node, ops.Selection) else "JOIN"
             for cond in node.condition:
                 self._decides(cols, cond.refs, kind)

@@ -187,14 +187,28 @@ class Compiler:
         return df
 
     def _outerjoin(self, node: OuterJoin) -> DataFrame:
-        """One Spark outer join, its inputs' tags passed on (a padded row's other tags NULL)."""
+        """One Spark outer join, its inputs' tags passed on (a padded row's other tags NULL).
+        An existence join: Spark's own, by EXISTS in a SELECT list, each left row once; over
+        tagged inputs (tracing), the left join of the pairs, flagged where a right tag is set."""
         sides = []
         for child in node.children:
             df = self.compile(child)
             kept = [ident(c.id) for c in child.match_columns()]
             sides.append(df.selectExpr(*kept, *map(ident, tags_of(df))))
         cond = conjunction(node.condition)
-        return sides[0].join(sides[1], cond if cond is not None else F.lit(True), node.kind)
+        if node.flag is None:
+            return sides[0].join(sides[1], cond if cond is not None else F.lit(True), node.kind)
+        right_tags = tags_of(sides[1])
+        if not right_tags:
+            tested = " AND ".join(f"({e.sql})" for e in node.condition) or "TRUE"
+            tested = tested.replace("{", "{{").replace("}", "}}")  # spark.sql formats the text
+            exists = f"EXISTS (SELECT 1 FROM {{right}} WHERE {tested}) AS {ident(node.flag.id)}"
+            return self.spark.sql(f"SELECT *, {exists} FROM {{left}}", left=sides[0], right=sides[1])
+        joined = sides[0].join(sides[1], cond if cond is not None else F.lit(True), "left")
+        matched = " OR ".join(f"{ident(t)} IS NOT NULL" for t in right_tags)
+        shown = [ident(c.id) for c in node.left.match_columns()]
+        flag = f"({matched}) AS {ident(node.flag.id)}"
+        return joined.selectExpr(*shown, flag, *map(ident, tags_of(joined)))
 
     def _generate(self, node: Generate) -> DataFrame:
         df = self.compile(node.child)

@@ -238,15 +238,26 @@ class DuckPlan:
         return Rel(f"SELECT {', '.join(map(q, cols))} FROM {sql}", cols)
 
     def _outer_join(self, node: OuterJoin, kids: list[Rel]) -> Rel:
-        """One outer join, its inputs' tags passed on (a padded row's other tags NULL)."""
+        """One outer join, its inputs' tags passed on (a padded row's other tags NULL). An
+        existence join: each left row once, flagged by EXISTS; over tagged inputs (tracing),
+        the left join of the pairs, flagged where a right tag is set."""
+        cond = " AND ".join(f"({self._expr(e)})" for e in node.condition) or "TRUE"
+        flag = node.flag
+        if flag is not None and not kids[1].tags():
+            exists = f"EXISTS (SELECT 1 FROM ({kids[1].sql}) r WHERE {cond}) AS {q(flag.id)}"
+            return Rel(f"SELECT l.*, {exists} FROM ({kids[0].sql}) l", (*kids[0].cols, flag.id))
         cols: list[str] = []
         picked: list[str] = []
         for alias, child, kid in zip(("l", "r"), node.children, kids):
             names = [*(c.id for c in child.match_columns()), *kid.tags()]
+            if flag is not None and alias == "r":
+                matched = " OR ".join(f"r.{q(t)} IS NOT NULL" for t in kid.tags())
+                names, picked = kid.tags(), [*picked, f"({matched}) AS {q(flag.id)}"]
+                cols.append(flag.id)
             cols += names
             picked += [f"{alias}.{q(c)}" for c in names]
-        cond = " AND ".join(f"({self._expr(e)})" for e in node.condition) or "TRUE"
-        joined = f"({kids[0].sql}) l {node.kind.upper()} JOIN ({kids[1].sql}) r ON {cond}"
+        how = "LEFT" if flag is not None else node.kind.upper()
+        joined = f"({kids[0].sql}) l {how} JOIN ({kids[1].sql}) r ON {cond}"
         return Rel(f"SELECT {', '.join(picked)} FROM {joined}", tuple(cols))
 
     def _explode(self, node: Generate, kid: Rel) -> Rel:

@@ -191,25 +191,31 @@ class Join(Node):
         return ("semi " if self.semi else "") + cond
 
 
-OUTER_KINDS = {"left": "⟕", "right": "⟖", "full": "⟗"}  # which input's unmatched rows are kept
+# which input's unmatched rows are kept; "exists": each left row once, flagged matched or not
+OUTER_KINDS = {"left": "⟕", "right": "⟖", "full": "⟗", "exists": "⋉∃"}
 
 
 @dataclass(frozen=True)
 class OuterJoin(Node):
     """T₁ ⟕ T₂, ⟖, ⟗: the matched pairs, and the unmatched rows of the ``kind``'s side(s)
-    padded with NULLs. Defined by its rewrite (docs/semantics.md, :mod:`segmenter.rewrites`),
-    (T₁ ⋈ T₂) ∪ π_{T₁, NULL…}(T₁ − (T₁ ⋉ T₂)) for ⟕; evaluated as one join and traced in
-    one step: a matched row's lineage is its two input rows, a padded row's its own row,
-    plus every matched row of either input as control (the check its difference makes)."""
+    padded with NULLs; ``exists`` (Spark's existence join: EXISTS under OR or in a SELECT
+    list): each T₁ row once, with ``flag`` telling whether a T₂ row matches. Defined by
+    their rewrites (docs/semantics.md, :mod:`segmenter.rewrites`), (T₁ ⋈ T₂) ∪
+    π_{T₁, NULL…}(T₁ − (T₁ ⋉ T₂)) for ⟕; evaluated as one join and traced in one step: a
+    matched row's lineage is its input rows, an unmatched one's its own row, plus every
+    matched row of either input as control (the check its difference makes)."""
 
     left: Node
     right: Node
     condition: tuple[Expr, ...]
     kind: str = "left"
+    flag: Col | None = None  # exists: the flag column
 
     def __post_init__(self) -> None:
         if self.kind not in OUTER_KINDS:
             raise ValueError(f"outer join kind must be one of {tuple(OUTER_KINDS)}")
+        if (self.kind == "exists") != (self.flag is not None):
+            raise ValueError("an existence join, and only one, has a flag column")
 
     @property
     def symbol(self) -> str:  # type: ignore[override]
@@ -221,15 +227,19 @@ class OuterJoin(Node):
 
     @property
     def columns(self) -> tuple[Col, ...]:
+        if self.flag is not None:
+            return (*self.left.match_columns(), self.flag)
         return self.left.match_columns() + self.right.match_columns()  # as the rewrite's ∪
 
     @property
     def kept(self) -> tuple[int, ...]:
-        """The inputs (0: left, 1: right) whose unmatched rows are kept, padded."""
-        return {"left": (0,), "right": (1,), "full": (0, 1)}[self.kind]
+        """The inputs (0: left, 1: right) whose unmatched rows are kept."""
+        return {"right": (1,), "full": (0, 1)}.get(self.kind, (0,))
 
     def describe(self) -> str:
         cond = " AND ".join(e.sql for e in self.condition) or "TRUE"
+        if self.flag is not None:
+            return f"{self.flag.name} := exists {cond}"
         return f"{self.kind} outer {cond}"
 
 

@@ -634,14 +634,13 @@ class _Parser:
             return anti(left, right, condition)
         if join_type in _OUTER:
             joined = OuterJoin(left, right, condition, _OUTER[join_type])
-            shown = self._cols(plan)
-            if [c.id for c in shown] == [c.id for c in joined.columns]:
-                return joined
-            renamed = zip(shown, joined.columns, strict=True)
-            return Projection(joined, tuple((s, column_expr(o)) for s, o in renamed))
-        # ExistenceJoin(exists#n): EXISTS/IN under OR or in a SELECT list, a flag per left row
-        flag = self._attr_col(plan.joinType().exists())
-        return _existence(left, right, condition, flag, self._cols(plan))
+        else:  # ExistenceJoin(exists#n): EXISTS/IN under OR or in a SELECT list, a flag per left row
+            joined = OuterJoin(left, right, condition, "exists", self._attr_col(plan.joinType().exists()))
+        shown = self._cols(plan)
+        if [c.id for c in shown] == [c.id for c in joined.columns]:
+            return joined
+        renamed = zip(shown, joined.columns, strict=True)
+        return Projection(joined, tuple((s, column_expr(o)) for s, o in renamed))
 
     def _op_Generate(self, plan: JObj) -> Node:
         """γ for explode/posexplode/inline (a model's list output included: its φ goes below)."""
@@ -877,19 +876,6 @@ def _precedes(keys: list[tuple[Expr, Expr, JObj]]) -> Expr:
     if not rest:
         return here
     return _or(here, _and([_null_safe_eq(a, b), _precedes(rest)]))
-
-
-def _existence(
-    left: Node, right: Node, condition: tuple[Expr, ...], flag: Col, output: tuple[Col, ...]
-) -> Node:
-    """Spark's existence join, T₁ with a flag telling whether a T₂ row matches:
-    π_{T₁, TRUE}(T₁ ⋉ T₂) ∪ π_{T₁, FALSE}(T₁ ▷ T₂) (docs/semantics.md)."""
-    shown = tuple((c, column_expr(c)) for c in left.match_columns())
-    branches = (
-        Projection(Join((left, right), condition, semi=True), (*shown, (flag, Expr("true", frozenset())))),
-        Projection(anti(left, right, condition), (*shown, (flag, Expr("false", frozenset())))),
-    )
-    return Union(branches, output)
 
 
 def _frame_sql(frame: JObj) -> str:

@@ -19,7 +19,17 @@ def anti(left: Node, right: Node, condition: tuple[Expr, ...]) -> Difference:
 
 
 def outer_join_rewrite(node: OuterJoin) -> Union:
-    """T₁ ⟕ T₂ = (T₁ ⋈ T₂) ∪ π_{T₁, NULL…}(T₁ ▷ T₂); ⟖ pads T₂'s unmatched rows, ⟗ both."""
+    """T₁ ⟕ T₂ = (T₁ ⋈ T₂) ∪ π_{T₁, NULL…}(T₁ ▷ T₂); ⟖ pads T₂'s unmatched rows, ⟗ both;
+    Spark's existence join, T₁ with a flag telling whether a T₂ row matches, is
+    π_{T₁, TRUE}(T₁ ⋉ T₂) ∪ π_{T₁, FALSE}(T₁ ▷ T₂)."""
+    if node.flag is not None:
+        shown = tuple((c, column_expr(c)) for c in node.left.match_columns())
+        semi = Join((node.left, node.right), node.condition, semi=True)
+        flagged = tuple(
+            Projection(rows, (*shown, (node.flag, Expr(value, frozenset()))))
+            for rows, value in ((semi, "true"), (anti(node.left, node.right, node.condition), "false"))
+        )
+        return Union(flagged, node.columns)
     inner = Join((node.left, node.right), node.condition)
     branches: list[Node] = [inner]
     sides = (node.left, node.right)

@@ -219,6 +219,7 @@ def render_segments(root: Segment) -> str:
     return "\n".join(lines)
 
 
+_OUTER_CHECKS = {"exists": "existence join (EXISTS under OR or in a SELECT list; for its rows flagged false)"}
 _CHECKS = {"anti": "anti-join (NOT EXISTS, NOT IN, an outer join's unmatched row)", "distinct": "EXCEPT"}
 
 
@@ -233,7 +234,8 @@ def control_reads(root: Segment) -> dict[str, dict[int, tuple[str, int]]]:
     found: dict[str, dict[int, tuple[str, int]]] = {}
     for seg in root.walk():
         if seg.kind == "outer":  # its check's reads are labelled apart (Segment.check_id)
-            check = (f"{seg.top.kind} outer join (for its unmatched rows)", seg.id)  # type: ignore[attr-defined]
+            kind = seg.top.kind  # type: ignore[attr-defined]
+            check = (_OUTER_CHECKS.get(kind, f"{kind} outer join (for its unmatched rows)"), seg.id)
             for inner in seg.walk():
                 for leaf in inner.leaves:
                     if isinstance(leaf, Source):

@@ -182,6 +182,13 @@ def test_outer_join_is_one_segment_and_its_rewrite_the_seven_operators() -> None
     assert [p.child.kind for p in padded] == ["anti", "anti"]  # type: ignore[attr-defined]
     assert padded[0].child.left is CLIENT and padded[0].child.right.inputs == (CLIENT, DEBT)  # type: ignore[attr-defined]
     assert [s.kind for s in segment(written).walk()].count("d") == 2
+    flag = Col("has_debt", "has_debt", "boolean")
+    exists = OuterJoin(CLIENT, DEBT, cond, "exists", flag)  # EXISTS under OR: a flag per client row
+    assert exists.columns == (*CLIENT.columns, flag) and segment(exists).kind == "outer"
+    flagged = rewritten(exists)
+    assert isinstance(flagged, Union) and [p.outputs[-1][1].sql for p in flagged.inputs] == ["true", "false"]  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="flag"):
+        OuterJoin(CLIENT, DEBT, cond, "left", flag)
 
 
 def test_segment_ids_are_unique_and_preorder() -> None:

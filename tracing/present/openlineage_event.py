@@ -286,6 +286,9 @@ class ColumnLineage:
             kind = "FILTER" if isinstance(node, ops.Selection) else "JOIN"
             for cond in node.condition:
                 self._decides(cols, cond.refs, kind)
+            if isinstance(node, ops.OuterJoin) and node.flag is not None:  # EXISTS: the condition's value
+                tested = frozenset().union(*(e.refs for e in node.condition))
+                cols[node.flag.id] = _through((cols[ref] for ref in tested), "TRANSFORMATION")
         elif isinstance(node, ops.Projection):
             return {c.id: _derive(cols, e, "TRANSFORMATION") for c, e in node.outputs}
         elif isinstance(node, ops.Aggregation):

@@ -10,7 +10,9 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from segmenter.errors import LineageError
 from tracing.arrow_rows import distinct_flat, first_rows, to_pylist
+from tracing.lineage import AugmentedLineage
 
 
 def test_rows_are_pyarrows_value_for_value() -> None:
@@ -58,3 +60,24 @@ def test_distinct_rows_in_order_of_first_appearance() -> None:
     assert first.schema == schema
     distinct = table.slice(0, 2)
     assert first_rows(distinct, ["k"]) is distinct  # each key once already: no take
+
+
+def test_a_merged_answer_tells_its_control_rows_apart_in_arrow() -> None:
+    """An answer not kept per row (more than 1,000 output rows) splits a table's rows by its
+    contributing rows in Arrow, by the key, as its Python rows are split; a floating key
+    goes through the Python rows, with the same result."""
+    for key in (pa.array([1, 2, 3, 4], pa.int64()), pa.array([1.5, 2.5, float("nan"), 4.5])):
+        rows = pa.table({"k": key, "v": ["a", "b", "c", "d"]})
+        lin = AugmentedLineage(
+            source={"t": rows},
+            reasoning=[],
+            queries=[],
+            keys={"t": ("k",)},
+            control={"t": {3: ("anti-join", 3)}},
+            contributing={"t": rows.take([3, 1])},
+        )
+        for part, want in (("contributing", ["b", "d"]), ("control", ["a", "c"]), ("all", list("abcd"))):
+            assert lin.to_arrow("t", part).column("v").to_pylist() == want, (key.type, part)
+        assert [r["v"] for r in lin.control_rows("t")] == ["a", "c"]
+    with pytest.raises(LineageError, match="no table 'u' in this answer"):
+        lin.to_arrow("u")

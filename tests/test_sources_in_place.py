@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -28,7 +29,7 @@ from segmenter.errors import UnknownSourceError
 from segmenter.operators import Source
 from segmenter.sources import ROW_SHIFT, local_file
 from tracing import LineageSession
-from tracing.lineage import collect_rows
+from tracing.lineage import AugmentedLineage, collect_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["good great", "bad terrible", "poor", "excellent love", "broke bad"]
@@ -152,7 +153,7 @@ def test_files_read_in_place_give_the_registered_answer(retail: dict[str, Any]) 
     assert later.source_ids("orders") == run.lineage(where=ASKED).source_ids("orders")
 
 
-def test_an_outer_joins_matched_side_is_control_lineage(retail: dict[str, Any]) -> None:
+def test_an_outer_joins_matched_side_is_control_lineage(retail: dict[str, Any], tmp_path: Path) -> None:
     """A group's contributing orders and reviews are exactly its customers' (those with the
     group's mood); the orders with a review that an unreviewed order was checked against (the
     left join's NULL-padded rows) are control rows, apart."""
@@ -185,6 +186,23 @@ def test_an_outer_joins_matched_side_is_control_lineage(retail: dict[str, Any]) 
             data = lin.to_dict()
             assert data["control_lineage"]["reviews"]["rows"] == len(lin.control_rows("reviews"))
             assert data["rows"][0]["contributing"]["orders"] == orders
+    for answer in (lin, retail["run"].lineage()):  # kept per row; every output row, merged
+        _check_arrow_parts(answer, tmp_path / f"answer-{answer.targets is None}")
+
+
+def _check_arrow_parts(lin: AugmentedLineage, folder: Path) -> None:
+    """The answer's Arrow and Parquet forms hold the same contributing and control rows as
+    its Python rows, told apart in Arrow."""
+    counts = lin.to_parquet(str(folder))
+    assert set(counts) == set(lin.source)
+    for table in lin.source:
+        written = pq.read_table(folder / f"{table}.parquet")
+        for part, rows in zip(("contributing", "control"), lin.split(table), strict=True):
+            arrow = lin.to_arrow(table, part)
+            assert sorted(map(str, arrow.to_pylist())) == sorted(map(str, rows)), (table, part)
+            assert counts[table][part] == len(rows) == pc.sum(pc.equal(written["lineage"], part)).as_py()
+    with pytest.raises(ValueError, match="part must be one of all, contributing, control"):
+        lin.to_arrow("orders", "checked")
 
 
 def test_a_keyless_row_is_named_by_its_file_and_position(retail: dict[str, Any]) -> None:

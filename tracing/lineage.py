@@ -206,22 +206,29 @@ class AugmentedLineage:
             reads = self.control.get(table)
             if not reads or not rows:
                 self._split[table] = (rows, [])
-            elif self.by_row is not None and table in self.by_row.via:
-                via = as_arrow(self.by_row.via[table])
-                names = [c for c in via.column_names if c not in (ROW_ID, SEGMENT)]
-                key = [k for k in self.keys.get(table, ()) if k in names] or names
-                segs = via.column(SEGMENT)
-                outside = via.filter(pc.invert(pc.is_in(segs, value_set=pa.array(list(reads), segs.type))))
-                used = {_row_key(r) for r in collect_rows(unique_rows(outside.select(key)))}
+            else:
+                key, mine = self._used_keys(table, list(rows[0]))
+                used = {_row_key(r) for r in collect_rows(mine)} if mine is not None else set()
                 picked = [_row_key({k: r[k] for k in key}) in used for r in rows]
                 self._split[table] = _apart(rows, picked)
-            elif self.contributing is not None:
-                mine = collect_rows(self.contributing[table]) if table in self.contributing else []
-                used = {_row_key(r) for r in mine}
-                self._split[table] = _apart(rows, [_row_key(r) in used for r in rows])
-            else:
-                raise LineageError(UNSPLIT)
         return self._split[table]
+
+    def _used_keys(self, table: str, names: Sequence[str]) -> tuple[list[str], pa.Table | None]:
+        """The columns that tell ``table``'s rows apart (its key, else all its ``names``) and
+        their values in its contributing rows (None: no row contributes)."""
+        if self.by_row is not None and table in self.by_row.via:
+            via = as_arrow(self.by_row.via[table])
+            names = [c for c in via.column_names if c not in (ROW_ID, SEGMENT)]
+            key = [k for k in self.keys.get(table, ()) if k in names] or names
+            segs = via.column(SEGMENT)
+            reads = pa.array(list(self.control.get(table, {})), segs.type)
+            return key, unique_rows(via.filter(pc.invert(pc.is_in(segs, value_set=reads))).select(key))
+        if self.contributing is None:
+            raise LineageError(UNSPLIT)
+        key = [k for k in self.keys.get(table, ()) if k in names] or list(names)
+        if table not in self.contributing:
+            return key, None
+        return key, unique_rows(as_arrow(self.contributing[table]).select(key))
 
     def reasoning_rows(self, udf: str | None = None) -> list[dict[str, Any]]:
         """⟨E, Value, Reason⟩ rows, each tagged with its UDF and segment (collected once: a
@@ -367,20 +374,9 @@ class AugmentedLineage:
         reads = self.control.get(table)
         if not reads or not rows.num_rows:
             return pa.array(np.ones(rows.num_rows, dtype=bool))
-        if self.by_row is not None and table in self.by_row.via:
-            via = as_arrow(self.by_row.via[table])
-            names = [c for c in via.column_names if c not in (ROW_ID, SEGMENT)]
-            key = [k for k in self.keys.get(table, ()) if k in names] or names
-            segs = via.column(SEGMENT)
-            outside = via.filter(pc.invert(pc.is_in(segs, value_set=pa.array(list(reads), segs.type))))
-            mine = unique_rows(outside.select(key))
-        elif self.contributing is not None and table in self.contributing:
-            key = [k for k in self.keys.get(table, ()) if k in rows.column_names] or rows.column_names
-            mine = unique_rows(as_arrow(self.contributing[table]).select(key))
-        elif self.contributing is not None:
+        key, mine = self._used_keys(table, rows.column_names)
+        if mine is None:
             return pa.array(np.zeros(rows.num_rows, dtype=bool))
-        else:
-            raise LineageError(UNSPLIT)
         if not (joinable(rows.select(key)) and joinable(mine)):  # a floating or nested key
             used = {_row_key({k: r[k] for k in key}) for r in self._parts(table)[0]}
             return pa.array([_row_key(_plain(r)) in used for r in to_pylist(rows.select(key))])

@@ -114,7 +114,8 @@ def trace_outer(seg: Segment, targets: Restriction | None, engine: Engine) -> li
     for part in trace_non_d(check, None, engine):
         assert part.rows is not None
         if numbered and (ids is None or (part.child is not None and _calls_below(part.child))):
-            # a model call below tells its reads apart per target: each row numbered
+            # each row numbered for every padded target: a model call below tells its reads
+            # apart per target, or the targets' ids stayed on Spark (too many to hold here)
             each = Restriction(padded.rows, {}, padded.count, numbered=True, local=padded.local)
             rows = engine.settle(engine.semi(part.rows.rows, each))
             out.append(replace(part, rows=rows, control=True))

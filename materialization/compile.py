@@ -196,15 +196,16 @@ class Compiler:
             kept = [ident(c.id) for c in child.match_columns()]
             sides.append(df.selectExpr(*kept, *map(ident, tags_of(df))))
         cond = conjunction(node.condition)
+        on = cond if cond is not None else F.lit(True)
         if node.flag is None:
-            return sides[0].join(sides[1], cond if cond is not None else F.lit(True), node.kind)
+            return sides[0].join(sides[1], on, node.kind)
         right_tags = tags_of(sides[1])
         if not right_tags:
             tested = " AND ".join(f"({e.sql})" for e in node.condition) or "TRUE"
             tested = tested.replace("{", "{{").replace("}", "}}")  # spark.sql formats the text
             exists = f"EXISTS (SELECT 1 FROM {{right}} WHERE {tested}) AS {ident(node.flag.id)}"
             return self.spark.sql(f"SELECT *, {exists} FROM {{left}}", left=sides[0], right=sides[1])
-        joined = sides[0].join(sides[1], cond if cond is not None else F.lit(True), "left")
+        joined = sides[0].join(sides[1], on, "left")
         matched = " OR ".join(f"{ident(t)} IS NOT NULL" for t in right_tags)
         shown = [ident(c.id) for c in node.left.match_columns()]
         flag = f"({matched}) AS {ident(node.flag.id)}"

@@ -246,19 +246,19 @@ class DuckPlan:
         if flag is not None and not kids[1].tags():
             exists = f"EXISTS (SELECT 1 FROM ({kids[1].sql}) r WHERE {cond}) AS {q(flag.id)}"
             return Rel(f"SELECT l.*, {exists} FROM ({kids[0].sql}) l", (*kids[0].cols, flag.id))
-        cols: list[str] = []
-        picked: list[str] = []
-        for alias, child, kid in zip(("l", "r"), node.children, kids):
-            names = [*(c.id for c in child.match_columns()), *kid.tags()]
-            if flag is not None and alias == "r":
-                matched = " OR ".join(f"r.{q(t)} IS NOT NULL" for t in kid.tags())
-                names, picked = kid.tags(), [*picked, f"({matched}) AS {q(flag.id)}"]
-                cols.append(flag.id)
-            cols += names
-            picked += [f"{alias}.{q(c)}" for c in names]
-        how = "LEFT" if flag is not None else node.kind.upper()
+        left = [*(c.id for c in node.left.match_columns()), *kids[0].tags()]
+        picked = [f"l.{q(c)}" for c in left]
+        if flag is None:
+            right = [*(c.id for c in node.right.match_columns()), *kids[1].tags()]
+            how, made = node.kind.upper(), []
+        else:  # the right input's tags alone, and the flag they give
+            right = kids[1].tags()
+            matched = " OR ".join(f"r.{q(t)} IS NOT NULL" for t in right)
+            how, made = "LEFT", [flag.id]
+            picked.append(f"({matched}) AS {q(flag.id)}")
+        picked += [f"r.{q(c)}" for c in right]
         joined = f"({kids[0].sql}) l {how} JOIN ({kids[1].sql}) r ON {cond}"
-        return Rel(f"SELECT {', '.join(picked)} FROM {joined}", tuple(cols))
+        return Rel(f"SELECT {', '.join(picked)} FROM {joined}", (*left, *made, *right))
 
     def _explode(self, node: Generate, kid: Rel) -> Rel:
         """explode(list): a row per element (none for an empty or NULL list), as unnest."""

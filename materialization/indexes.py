@@ -86,7 +86,7 @@ class IndexBuilder:
         if seg.id in self._composed:
             return self._composed[seg.id]
         first = self._firsts[seg.id]
-        if first is not seg and not any(s.functions for s in first.walk()):
+        if first is not seg and not first.calls_models:
             found = self._copy(first, seg)
             self._composed[seg.id] = found
             return found

@@ -46,6 +46,11 @@ class Segment:
         return self.kind == "d"
 
     @property
+    def calls_models(self) -> bool:
+        """Whether a model is called in this segment or below it."""
+        return any(s.functions for s in self.walk())
+
+    @property
     def check_id(self) -> int:
         """The label of the rows an outer join's check reads (its matched rows, control for
         its padded rows), apart from its own id, which labels the rows its output rows were
@@ -124,13 +129,9 @@ def _segment(top: Node, counter: Iterator[int]) -> Segment:
         leaves: tuple[Node, ...] = (top.left, top.right)
         return _make(seg_id, "d", top, (), (), None, (top,), leaves, counter)
     if isinstance(top, OuterJoin):  # with the σ/π/⋈ below each input, as below an inner join
-        joined: list[Node] = [top]
+        joined: list[Node] = []
         inputs: list[Node] = []
-        for side in top.children:
-            if _is_body(side, below_join=True):
-                _collect_body(side, True, joined, inputs)
-            else:
-                inputs.append(side)
+        _collect_body(top, True, joined, inputs)
         return _make(seg_id, "outer", top, (), (), top, tuple(joined), tuple(inputs), counter)
 
     operators: list[Node] = []

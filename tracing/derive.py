@@ -153,7 +153,7 @@ def _shared(child: Segment, targets: Restriction | None) -> list[int] | None:
     are not held here, or a model call below must be told apart per target (its reads)."""
     if targets is None or targets.on or not targets.numbered or targets.local is None:
         return None
-    if any(s.functions for s in child.walk()):
+    if child.calls_models:
         return None
     return pc.unique(targets.local.column(ROW_ID)).to_pylist()
 

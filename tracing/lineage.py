@@ -202,15 +202,13 @@ class AugmentedLineage:
 
     def _parts(self, table: str) -> tuple[RowList, RowList]:
         if table not in self._split:
-            rows = self.source_rows(table)
-            reads = self.control.get(table)
-            if not reads or not rows:
-                self._split[table] = (rows, [])
-            else:
-                key, mine = self._used_keys(table, list(rows[0]))
-                used = {_row_key(r) for r in collect_rows(mine)} if mine is not None else set()
-                picked = [_row_key({k: r[k] for k in key}) in used for r in rows]
-                self._split[table] = _apart(rows, picked)
+            if table not in self.source or not self.control.get(table):
+                self._split[table] = (self.source_rows(table), [])
+            else:  # told apart in Arrow (_used), made Python rows once apart
+                rows = as_arrow(self.source[table])
+                used = self._used(table, rows)
+                apart = (rows.filter(used), rows.filter(pc.invert(used)))
+                self._split[table] = (collect_rows(apart[0]), collect_rows(apart[1]))
         return self._split[table]
 
     def _used_keys(self, table: str, names: Sequence[str]) -> tuple[list[str], pa.Table | None]:
@@ -370,15 +368,15 @@ class AugmentedLineage:
 
     def _used(self, table: str, rows: pa.Table) -> pa.Array:
         """Which of ``table``'s ``rows`` are contributing, worked out in Arrow where the
-        rows' key compares exactly there (else through :meth:`split`'s Python rows)."""
+        rows' key compares exactly there (else by the key's Python values)."""
         reads = self.control.get(table)
         if not reads or not rows.num_rows:
             return pa.array(np.ones(rows.num_rows, dtype=bool))
         key, mine = self._used_keys(table, rows.column_names)
         if mine is None:
             return pa.array(np.zeros(rows.num_rows, dtype=bool))
-        if not (joinable(rows.select(key)) and joinable(mine)):  # a floating or nested key
-            used = {_row_key({k: r[k] for k in key}) for r in self._parts(table)[0]}
+        if not (joinable(rows.select(key)) and joinable(mine)):  # a floating or nested key: in Python
+            used = {_row_key(r) for r in collect_rows(mine)}
             return pa.array([_row_key(_plain(r)) in used for r in to_pylist(rows.select(key))])
         picked = np.zeros(rows.num_rows, dtype=bool)
         picked[placed(mine, rows, key).column(PLACE).to_numpy()] = True
@@ -559,11 +557,6 @@ class AugmentedLineage:
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}: {len(self.source_rows(t))}" for t in self.tables)
         return f"<AugmentedLineage source=({counts}) reasoning={len(self.reasoning_rows())} calls>"
-
-
-def _apart(rows: RowList, picked: list[bool]) -> tuple[RowList, RowList]:
-    """``rows`` where ``picked``, and the others."""
-    return [r for r, p in zip(rows, picked) if p], [r for r, p in zip(rows, picked) if not p]
 
 
 def _file_place(files: Sequence[str]) -> Callable[[dict[str, Any]], str]:

@@ -113,7 +113,7 @@ def trace_outer(seg: Segment, targets: Restriction | None, engine: Engine) -> li
     ids = padded.local.column(ROW_ID).to_pylist() if numbered and padded.local is not None else None
     for part in trace_non_d(check, None, engine):
         assert part.rows is not None
-        if numbered and (ids is None or (part.child is not None and _calls_below(part.child))):
+        if numbered and (ids is None or (part.child is not None and part.child.calls_models)):
             # each row numbered for every padded target: a model call below tells its reads
             # apart per target, or the targets' ids stayed on Spark (too many to hold here)
             each = Restriction(padded.rows, {}, padded.count, numbered=True, local=padded.local)
@@ -122,10 +122,6 @@ def trace_outer(seg: Segment, targets: Restriction | None, engine: Engine) -> li
         else:
             out.append(replace(part, control=True, ids=ids))
     return out
-
-
-def _calls_below(child: Segment) -> bool:
-    return any(s.functions for s in child.walk())
 
 
 def _split(

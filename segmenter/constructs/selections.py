@@ -1,0 +1,128 @@
+"""σ: a WHERE clause, its model calls placed above its plain conjuncts, its uncorrelated
+scalar subqueries joined as one-row inputs, and the conjuncts beside a decorrelated
+subquery moved below the join that answers it."""
+
+from __future__ import annotations
+
+from segmenter.operators import Aggregation, Col, Expr, Join, Node, Projection, Selection, column_expr
+from segmenter.plan_reader import JObj, PlanReader, Rule, visible
+
+# joins whose rows are left rows, with or without more: a filter on the left commutes with them
+_LEFT_KEEPING = ("LeftOuter", "LeftSemi", "LeftAnti", "ExistenceJoin")
+
+
+def remember_outer_conditions(p: PlanReader, plan: JObj) -> None:
+    """The conjuncts that sit beside a subquery in one WHERE clause: they choose the
+    outer rows the subquery is asked about, so they go below the outer, semi, anti or
+    existence join Spark decorrelates it into (:func:`_outer_rows_first`)."""
+    for cls, node in p.plans(plan):
+        if cls != "Filter":
+            continue
+        conjuncts = p.split_and(node.condition())
+        if any(p.has_subquery(c) for c in conjuncts):
+            p.outer_conditions |= {c.canonicalized().toString() for c in conjuncts if not p.has_subquery(c)}
+
+
+def read_filter(p: PlanReader, plan: JObj) -> Node:
+    """σ, with conjuncts that need no UDF value placed below the φ chain: φ is row-wise,
+    so this is the same task, and the model runs only on rows the plain predicates keep."""
+    plan = _outer_rows_first(p, plan)
+    if plan.getClass().getSimpleName() != "Filter":
+        return p.node(plan)
+    child = p.node(plan.child())
+    conjuncts = p.split_and(plan.condition())
+    scalars = scalar_subqueries(p, conjuncts)
+    if scalars:  # σ_{x > (SELECT agg …)}(T) = π_T(σ_{x > a}(T × α(…))): a one-row cross join
+        shown = tuple((c, column_expr(c)) for c in child.columns)
+        return Projection(filtered(p, Join((child, *scalars), ()), conjuncts), shown)
+    return filtered(p, child, conjuncts)
+
+
+def _outer_rows_first(p: PlanReader, plan: JObj) -> JObj:
+    """σ_{c ∧ x < s}(T ⟕ α(S)), decorrelated from ``WHERE c AND x < (SELECT …)``, as
+    σ_{x < s}(σ_c(T) ⟕ α(S)), and likewise for the semi, anti and existence joins of
+    EXISTS / IN: the same rows; the outer rows are those ``c`` keeps (docs/semantics.md),
+    and T — often a comma join whose join conditions are in ``c`` — is never formed
+    without them."""
+    conjuncts = p.split_and(plan.condition())
+    early = [c for c in conjuncts if c.canonicalized().toString() in p.outer_conditions]
+    if not early:
+        return plan
+    ex = p.jvm.org.apache.spark.sql.catalyst.expressions
+    logical = p.jvm.org.apache.spark.sql.catalyst.plans.logical
+
+    def below(node: JObj, cond: JObj) -> JObj:
+        """``node`` with σ_cond as deep as the projections and outer joins' left sides
+        that carry its columns."""
+        kids = p.items(node.children())
+        name = node.getClass().getSimpleName()
+        keeps_left = name == "Join" and node.joinType().toString().startswith(_LEFT_KEEPING)
+        if (keeps_left or name == "Project") and cond.references().subsetOf(kids[0].outputSet()):
+            return node.withNewChildren(p.to_seq([below(kids[0], cond), *kids[1:]]))
+        return logical.Filter(cond, node)
+
+    def conjunction(exprs: list[JObj]) -> JObj:
+        return exprs[0] if len(exprs) == 1 else ex.And(exprs[0], conjunction(exprs[1:]))
+
+    rest = [c for c in conjuncts if c.canonicalized().toString() not in p.outer_conditions]
+    child = below(plan.child(), conjunction(early))
+    return logical.Filter(conjunction(rest), child) if rest else child
+
+
+def filtered(p: PlanReader, child: Node, conjuncts: list[JObj]) -> Node:
+    """σ over ``child``: the plain conjuncts first, then one φ per model call the others
+    read, σ on those, and π back to ``child``'s columns."""
+    plain = [c for c in conjuncts if not p.udf_calls([c])]
+    on_udfs = [c for c in conjuncts if p.udf_calls([c])]
+    if plain:
+        child = Selection(child, tuple(p.expr(c) for c in plain))
+    if not on_udfs:
+        return child
+    with_udfs, udf_cols = p.functions(child, p.udf_calls(on_udfs), {})
+    selected = Selection(with_udfs, tuple(p.expr(c, udf_cols) for c in on_udfs))
+    return Projection(selected, tuple((c, column_expr(c)) for c in child.columns))
+
+
+def scalar_subqueries(p: PlanReader, exprs: list[JObj]) -> list[Node]:
+    """The uncorrelated scalar subqueries in ``exprs``, parsed; each one's value column is
+    remembered so that the expression reads it (Spark's rules decorrelated the others)."""
+    found: list[JObj] = []
+
+    def visit(e: JObj) -> None:
+        if e.getClass().getSimpleName() == "ScalarSubquery" and e.outerAttrs().isEmpty():
+            found.append(e)
+        else:
+            for k in p.items(e.children()):
+                visit(k)
+
+    for e in exprs:
+        visit(e)
+    nodes = []
+    for s in found:
+        node = p.node(s.plan())
+        if not _one_row(node):
+            node = _at_most_one_row(p, node)
+        (p.scalars[s.exprId().id()],) = visible(node)
+        nodes.append(node)
+    return nodes
+
+
+def _at_most_one_row(p: PlanReader, node: Node) -> Aggregation:
+    """A scalar subquery that is not a global aggregate as one: its value, NULL where it
+    gives no row, and Spark's error where it gives several (α over it reads all its rows:
+    the lineage of the value, docs/semantics.md)."""
+    (value,) = visible(node)
+    col = Col(p.fresh_id(value.name), value.name, value.dtype)
+    message = "more than one row returned by a subquery used as an expression"
+    sql = f"CASE WHEN count(1) > 1 THEN raise_error('{message}') ELSE max(`{value.id}`) END"
+    return Aggregation(node, ((col, Expr(sql, frozenset({value.id}))),), ())
+
+
+def _one_row(node: Node) -> bool:
+    """Always exactly one row: a global aggregation (under projections)."""
+    while isinstance(node, Projection):
+        node = node.child
+    return isinstance(node, Aggregation) and not node.keys
+
+
+RULES: dict[str, Rule] = {"Filter": read_filter}

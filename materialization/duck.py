@@ -7,8 +7,12 @@ caller can report."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
+import shutil
+import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -34,9 +38,20 @@ _OPEN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 
 
 def connect(**config: Any) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection bounded to :func:`memory_limit`, spilling beyond it to
+    ``temp_directory`` (by default a folder of this process's, removed at exit: DuckDB's own
+    default is ``.tmp`` in the working directory, the user's)."""
+    config.setdefault("temp_directory", _spill_folder())
     con = duckdb.connect(config={"threads": 2, "memory_limit": memory_limit(), **config})
     _OPEN.add(con)
     return con
+
+
+@functools.cache
+def _spill_folder() -> str:
+    folder = tempfile.mkdtemp(prefix="al-duckdb-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 _DATABASES: dict[tuple[str, str], duckdb.DuckDBPyConnection] = {}  # by name and memory bound

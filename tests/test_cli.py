@@ -16,6 +16,7 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -114,6 +115,23 @@ def test_lineage_json(commands: dict) -> None:
     assert [r["LoanID"] for r in answer["source_lineage"]["loan"]] == ["L02"]
     (call,) = answer["reasoning_lineage"]
     assert call["udf"] == "credit_rules" and call["reason"]["attributes"] == ["Debt", "LoanAmount"]
+
+
+def test_lineage_as_parquet(store: str, run_id: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--format parquet -o DIR`: one file per source table, its rows marked, the counts
+    printed; without -o, one line and exit 2 before any question."""
+    folder = tmp_path / "answer"
+    asked = ("lineage", run_id, "--store", store, "--where", "Judge = 'Reject'", "--format", "parquet")
+    code, out = _main(*asked, "-o", str(folder))
+    assert code == 0, out
+    tables = ("client", "debt", "loan")
+    assert out.splitlines() == [f"wrote {folder / t}.parquet: 1 contributing, 0 control rows" for t in tables]
+    written = pq.read_table(folder / "loan.parquet").to_pylist()
+    assert [(r["LoanID"], r["lineage"]) for r in written] == [("L02", "contributing")]  # as --json
+    capsys.readouterr()
+    assert main(list(asked)) == 2
+    said = capsys.readouterr().err.strip().splitlines()  # before any Spark or question
+    assert said == ["al: error: --format parquet writes to a folder: give both it and -o DIR"]
 
 
 def test_bad_run_id_is_one_line_and_exit_2(commands: dict) -> None:

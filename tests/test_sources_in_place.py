@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from materialization.fingerprints import SourceChangedError
 from reasoning_udfs.text_rules import keyword_sentiment
-from segmenter.errors import UnknownSourceError
+from segmenter.errors import LineageError, UnknownSourceError
 from segmenter.operators import Source
 from segmenter.sources import ROW_SHIFT, local_file
 from tracing import LineageSession
@@ -203,6 +203,9 @@ def _check_arrow_parts(lin: AugmentedLineage, folder: Path) -> None:
             assert counts[table][part] == len(rows) == pc.sum(pc.equal(written["lineage"], part)).as_py()
     with pytest.raises(ValueError, match="part must be one of all, contributing, control"):
         lin.to_arrow("orders", "checked")
+    held = sum(sum(c.values()) for c in counts.values())
+    with pytest.raises(LineageError, match=f"holds {held:,} source rows, more than its JSON lists \\(5\\)"):
+        lin.to_json(max_rows=5)  # listed up to a bound; beyond it, Parquet
 
 
 def test_a_keyless_row_is_named_by_its_file_and_position(retail: dict[str, Any]) -> None:

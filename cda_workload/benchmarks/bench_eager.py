@@ -295,7 +295,7 @@ class Bench:
 
                 def ask(rows: list[dict], b: str = backend) -> tuple[float, dict]:
                     lin = run.lineage(rows=rows, backend=b)
-                    return lin.seconds, lin.to_dict()
+                    return lin.seconds, lin.to_dict(max_rows=None)
 
                 seconds, answers = self.repeated(draws[:reps], ask)
                 found = [{t: len(v) for t, v in a["source_lineage"].items()} for _, a in answers]

@@ -45,7 +45,7 @@ def _ways(als: LineageSession, run: Run) -> dict[str, Callable[[], Any]]:
         "sizes": lambda: check(False),
         "content": lambda: check(True),
         "open": lambda: als.load_run(run.id),
-        "question": lambda: als.load_run(run.id).lineage(sample=1).to_dict(),
+        "question": lambda: als.load_run(run.id).lineage(sample=1).to_dict(max_rows=None),
         "verify": lambda: integrity.verify(catalog, [run.id]),
     }
 

@@ -341,7 +341,7 @@ def measure(
                             lin = runs["eager"].lineage(rows=given, backend=strategy)
                         else:
                             lin = runs[strategy].lineage(rows=given, engine=engine or None)
-                        answer = lin.to_dict()
+                        answer = lin.to_dict(max_rows=None)
                     took, started = time.perf_counter() - start, counter.count(group)
                     if strategy not in ("eager", "compressed"):
                         engines.add(f"{way}: {lin.engine}")

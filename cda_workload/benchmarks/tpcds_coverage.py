@@ -264,7 +264,7 @@ def differ(name: str, got: Counter[Any], want: Counter[Any]) -> str:
 
 
 def source_lineage(run: Run, row: tuple[Any, ...], backend: str | None = None) -> dict[str, Counter[Any]]:
-    found = run.lineage(rows=[row], backend=backend).to_dict()["source_lineage"]
+    found = run.lineage(rows=[row], backend=backend).to_dict(max_rows=None)["source_lineage"]
     return {t: Counter(normal(r) for r in rows) for t, rows in found.items() if rows}
 
 

@@ -151,7 +151,7 @@ def compare_output(phase: str, run: Run, expected: Counter) -> list[tuple]:
 
 def source_lineage(answer: Any) -> SourceLineage:
     """``{table: multiset of rows}`` of a lineage answer, tables without rows left out."""
-    found = answer.to_dict()["source_lineage"]
+    found = answer.to_dict(max_rows=None)["source_lineage"]
     return {t: Counter(normal(r) for r in rows) for t, rows in found.items() if rows}
 
 

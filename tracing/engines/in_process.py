@@ -50,11 +50,9 @@ from segmenter.operators import (
 )
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
-from segmenter.sources import local_file
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
 
-MAX_BYTES = int(os.environ.get("AL_IN_PROCESS_BYTES", str(4 << 30)))  # larger inputs: Spark
 MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
 ARROW_SPLIT_ROWS = 1_000  # rows up to which a tag is split in Arrow, not by a query
 _HELD = re.compile(r"__settled_\d+")  # the names of rows held in process (DuckEngine._register)
@@ -73,17 +71,14 @@ def _parquet(uri: str) -> str:
 
 def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
     """Raise :class:`NotInProcess` unless every tracing query of a question about ``root``
-    can run in process with Spark's answers: local files of bounded size, every model call to
+    can run in process with Spark's answers: local files (of any size: DuckDB spills beyond
+    its memory bound, and a question that still outgrows it goes to Spark), every model call to
     rerun a registered UDF, and every expression the queries evaluate on DuckDB's allow-list."""
     if local_path(restorer.run_dir) is None:
         raise NotInProcess("the results store is not on the local file system")
     types = column_types(root)
-    paths = []
     for seg in root.walk():
-        stored = restorer.stored_path(seg)
-        recomputed = stored is None and (seg is not root or not complete)
-        if stored is not None:
-            paths.append(stored)
+        recomputed = restorer.stored_path(seg) is None and (seg is not root or not complete)
         for node in seg.operators:
             if isinstance(node, Function):
                 if recomputed:
@@ -96,10 +91,6 @@ def check_in_process(root: Segment, restorer: Restorer, complete: bool) -> None:
         for leaf in seg.leaves:
             if isinstance(leaf, Source):
                 source_scan(leaf, _parquet)  # NotInProcess where DuckDB cannot read it
-                paths += [leaf.snapshot] if leaf.in_store or leaf.files is None else list(leaf.files.paths)
-    size = sum(_bytes(p) for p in dict.fromkeys(paths))
-    if size > MAX_BYTES:
-        raise NotInProcess(f"the inputs hold {size:,} bytes (in process up to {MAX_BYTES:,})")
 
 
 def _callable(node: Function) -> ReasoningUDF:
@@ -188,14 +179,6 @@ def _by_key(restriction: Restriction, key: tuple[str, ...] | None) -> Restrictio
     if set(on.values()) != set(key) or not set(on) <= restriction.values.nonnull:
         return restriction  # a NULL: an outer join's padding, or a key value of its own
     return replace(restriction, on=on)
-
-
-def _bytes(uri: str) -> int:
-    """A stored folder's bytes, or a source file's (read in place)."""
-    folder = _local(uri)
-    if os.path.isdir(folder):
-        return sum(e.stat().st_size for e in os.scandir(folder) if e.is_file())
-    return os.stat(local_file(uri) or folder).st_size
 
 
 class DuckEngine(DuckPlan):

@@ -94,8 +94,6 @@ class Frames(Protocol):
 
     def where_equal(self, rel: Any, column: str, value: Any) -> Any: ...
 
-    def cross(self, left: Any, right: Any) -> Any: ...
-
     def drop(self, rel: Any, *cols: str) -> Any: ...
 
     def distinct(self, rel: Any) -> Any: ...
@@ -191,9 +189,6 @@ class SparkFrames:
 
     def where_equal(self, rel: DataFrame, column: str, value: Any) -> DataFrame:
         return rel.where(ref(column) == value)
-
-    def cross(self, left: DataFrame, right: DataFrame) -> DataFrame:
-        return left.crossJoin(right)
 
     def drop(self, rel: DataFrame, *cols: str) -> DataFrame:
         return rel.drop(*cols)
@@ -393,9 +388,6 @@ class DuckFrames:
 
     def where_equal(self, rel: str, column: str, value: Any) -> str:
         return f"SELECT * FROM ({rel}) WHERE {quoted(column)} = {_literal(value)}"
-
-    def cross(self, left: str, right: str) -> str:
-        return f"SELECT * FROM ({left}) CROSS JOIN ({right})"
 
     def drop(self, rel: str, *cols: str) -> str:
         gone = [c for c in cols if c in self.columns(rel)]

@@ -194,6 +194,7 @@ class EagerIndex:
         """The lineage of ``targets`` (output rows with their ``LID``); a few rows are also
         answered apart (:class:`ByRow`), from the same index lookups kept with their ``LID``."""
         self._require("backward")
+        self._controls_read: dict[tuple[int, str], pa.Table] = {}  # this question's, read once
         numbered = targets.num_rows <= PER_ROW_MAX
         keys = pa.table({LID: pa.array(lids, pa.int64())})
         stats: list[TraceStat] = []
@@ -207,9 +208,9 @@ class EagerIndex:
         controls = self._controls_of(keys)
         checked: set[str] = set()  # the indexes control lineage adds rows to
         for d, serves in controls.items():
-            for name, info in self.meta["controls"][str(d)].items():
+            for name in self.meta["controls"][str(d)]:
                 started = time.perf_counter()
-                found = self.reader.scan(self._uri(info["dir"]))
+                found = self._control_rows(d, name)
                 checked.add(name)
                 pairs.setdefault(name, []).append(for_each(found, LID, serves) if numbered else found)
                 stats.append(
@@ -309,11 +310,8 @@ class EagerIndex:
                 named.setdefault(call_key(seg.id, fn.udf, inputs), []).append(row[CALL])
         out: Reads = {}
         found = self.reader.lookup(self._uri(index["dir"]), ids)
-        for name, columns in index["tables"].items():
-            stored_as, attrs = zip(*columns, strict=True)
-            table_rows = found.filter(pc.equal(found.column(TABLE), name)).select([LID, *stored_as])
-            on = f"r.{CALL} = p.{CALL}"
-            read = self._joined(table_rows.rename_columns([CALL, *attrs]), pairs, targets, on)
+        for name, table_rows in self._read_by_calls(found, index["tables"]).items():
+            read = self._joined(table_rows, pairs, targets, f"r.{CALL} = p.{CALL}")
             for call, ids_of in named.items():
                 rows = read.filter(pc.is_in(read.column(CALL), value_set=pa.array(ids_of, pa.int64())))
                 if rows.num_rows:
@@ -321,6 +319,32 @@ class EagerIndex:
                     table = name[len("src-") :]
                     out.setdefault(call, {})[table] = rows.group_by(rows.column_names).aggregate([])
         return out
+
+    def _read_by_calls(self, found: pa.Table, tables: dict[str, list[list[str]]]) -> dict[str, pa.Table]:
+        """Per table, (``CALL``, attrs...) of the calls in ``found`` (rows of a reads index):
+        the rows each call read, and those of each difference's right input it depends on
+        (written once in ``eager/control-<d>``, here once per call: an answer names each
+        call's rows). A run captured before the references holds those rows per call."""
+        parts: dict[str, list[pa.Table]] = {}
+        for name, columns in tables.items():
+            stored_as, attrs = zip(*columns, strict=True)
+            rows = found.filter(pc.equal(found.column(TABLE), name)).select([LID, *stored_as])
+            parts.setdefault(name, []).append(rows.rename_columns([CALL, *attrs]))
+        refs = found.filter(pc.is_valid(found.column(DIFF))) if DIFF in found.column_names else None
+        for d in pc.unique(refs.column(DIFF)).to_pylist() if refs is not None else ():
+            calls = pc.unique(refs.filter(pc.equal(refs.column(DIFF), d)).column(LID)).to_pylist()
+            for name in self.meta["controls"].get(str(d), {}):
+                rows = self._control_rows(d, name)
+                each = for_each(rows, CALL, calls).select([CALL, *rows.column_names])
+                parts.setdefault(name, []).append(each)
+        return {name: pa.concat_tables(p, promote_options="permissive") for name, p in parts.items()}
+
+    def _control_rows(self, d: int, name: str) -> pa.Table:
+        """The rows of index ``name`` in the right input of difference ``d``, read once."""
+        if (d, name) not in self._controls_read:
+            info = self.meta["controls"][str(d)][name]
+            self._controls_read[(d, name)] = self.reader.scan(self._uri(info["dir"]))
+        return self._controls_read[(d, name)]
 
     def _via(self, lids: pa.Table, controls: dict[int, list[int]], by_row: ByRow) -> dict[str, pa.Table]:
         """Each table's rows of the per-row answer with the segment each entered by: the one

@@ -72,9 +72,18 @@ def load() -> tuple[Any, Any]:
                 f"{path / 'config.json'} names other weights ({named!r}): only {WEIGHTS} is loaded; "
                 "remove the transformers_weights entry"
             )
+        from transformers.utils import logging as transformers_logging
+
         safe = {"trust_remote_code": False, "local_files_only": True}
-        tokenizer = AutoTokenizer.from_pretrained(path, **safe)
-        model = AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=True, **safe).eval()
+        shown = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()  # its "Loading weights" bar, on every worker's stderr
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, **safe)
+            loaded = AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=True, **safe)
+        finally:
+            if shown:
+                transformers_logging.enable_progress_bar()
+        model = loaded.eval()
         model.requires_grad_(False)  # attributions need input gradients only
         _LOADED[path] = (tokenizer, model)
     return _LOADED[path]

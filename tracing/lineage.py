@@ -20,20 +20,24 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Row
 
+from materialization import duck
 from materialization.compile import ROW_ID
+from materialization.duck_expressions import NotInProcess, output_predicate, register_functions
 from reasoning_udfs.explanations import to_shap
 from segmenter.errors import LineageError
-from segmenter.operators import ROW_ID_COLUMN
+from segmenter.operators import ROW_ID_COLUMN, Col
 from segmenter.sources import ROW_SHIFT
 from tracing import views
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows, to_pylist
 from tracing.confidence.answer import ConfidenceAnswer
+from tracing.errors import first_line
 from tracing.gc_pause import gc_paused
 
 SHOW_ROWS = 10
@@ -138,6 +142,7 @@ class AugmentedLineage:
     # per table, the segments whose reads of it are control rows, with what checks them
     control: dict[str, dict[int, tuple[str, int]]] = field(default_factory=dict)
     contributing: dict[str, Rows] | None = None  # an answer not kept per row: rows read outside control
+    output: tuple[Col, ...] = ()  # the task's output columns: what lin.where("…") reads
     _split: dict[str, tuple[RowList, RowList]] = field(default_factory=dict, repr=False)
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _calls: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
@@ -405,17 +410,45 @@ class AugmentedLineage:
         ids = [i for i, _ in self._numbered()]
         return self._only(ids[index] if isinstance(index, slice) else [ids[index]])
 
-    def where(self, test: Callable[[dict[str, Any]], bool] | None = None, **values: Any) -> AugmentedLineage:
-        """The answer for the chosen output rows that pass ``test`` (a function of the row's
+    def where(
+        self, test: str | Callable[[dict[str, Any]], bool] | None = None, **values: Any
+    ) -> AugmentedLineage:
+        """The answer for the chosen output rows that pass ``test`` (a SQL predicate over the
+        output's column names, as ``run.lineage(where=…)`` takes, or a function of the row's
         dict) and hold the given ``values`` (``lin.where(Decision="Accept")``)."""
-        ids = [
-            i
-            for i, row in self._numbered()
-            if (test is None or test(row)) and all(row.get(k, _MISSING) == v for k, v in values.items())
-        ]
+        numbered = self._numbered()
+        if isinstance(test, str):
+            passing = self._passing(test)
+            numbered = [(i, row) for i, row in numbered if i in passing]
+        elif test is not None:
+            numbered = [(i, row) for i, row in numbered if test(row)]
+        ids = [i for i, row in numbered if all(row.get(k, _MISSING) == v for k, v in values.items())]
         if not ids:
-            raise LineageError(f"no output row of this answer has {values or 'that property'}")
+            asked = test if isinstance(test, str) else values or "that property"
+            raise LineageError(f"no output row of this answer has {asked}")
         return self._only(ids)
+
+    def _passing(self, predicate: str) -> set[int]:
+        """The ``ROW_ID`` of the chosen rows that ``predicate`` keeps, judged by DuckDB where
+        it gives Spark's answer (the allow-list the in-process engine uses: nothing else runs)."""
+        try:
+            test = output_predicate(predicate, self.output)
+        except NotInProcess as e:
+            raise LineageError(
+                f"lin.where({predicate!r}) cannot be judged here ({e}): ask run.lineage(where=...)"
+            ) from None
+        chosen = self.by_row.targets if self.by_row is not None else self.targets
+        targets = as_arrow(chosen)  # type: ignore[arg-type]
+        if ROW_ID not in targets.column_names:  # one row, not kept apart
+            targets = targets.append_column(ROW_ID, pa.array([0] * targets.num_rows, pa.int64()))
+        con = register_functions(duck.connect())
+        try:
+            con.register("chosen", targets)
+            return {r[0] for r in con.execute(f"SELECT {ROW_ID} FROM chosen WHERE {test}").fetchall()}
+        except duckdb.Error as e:
+            raise LineageError(f"lin.where({predicate!r}): {first_line(e)}") from None
+        finally:
+            con.close()
 
     def _numbered(self) -> list[tuple[int, dict[str, Any]]]:
         """(ROW_ID, row) of every target, in :func:`collect_rows` order."""

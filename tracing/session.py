@@ -480,6 +480,7 @@ class Run:
                 found = self._lineage(where, rows, sample, seed, engine)
         found.warnings = list(self.warnings)
         found.origins = self._origins()
+        found.output = self.task.output
         return found
 
     def lineage_pages(

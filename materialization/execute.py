@@ -65,7 +65,7 @@ def execute_run(
     ``read_in_place``: the fingerprints of the user's files the task reads (recorded)."""
     store.check_writable()  # a read-only store fails here, in one line, before any work
     staging = store.staging_dir(run_id)
-    mode = capture.mode if capture is not None else run_mode(strategy, reasons)
+    mode = run_mode(strategy, reasons) if capture is None or reasons == "lazy" else capture.mode
     started = time.perf_counter()
     shared = SharedResults(root)
     try:
@@ -75,7 +75,7 @@ def execute_run(
             captured = None
         else:
             final, stored, captured = _capture_segments(
-                spark, store, staging, task, root, capture, progress, shared
+                spark, store, staging, task, root, capture, mode, progress, shared
             )
         progress("writing the task output")
         out_path = f"{staging}/output"
@@ -204,12 +204,14 @@ def _capture_segments(
     task: Task,
     root: Segment,
     capture: Capture,
+    mode: str,
     progress: Progress,
     shared: SharedResults,
 ) -> tuple[DataFrame, dict[str, Any], dict[str, Any]]:
     """The task with eager lineage capture: every non-root segment is stored (as Full does, in
-    reasoning mode unless the capture drops reasoning lineage) with its lineage ids, so that
-    parents can refer to its rows; a copy of an earlier segment (``shared``) stores its output."""
+    ``mode``: reasoning unless the capture drops reasoning lineage or the reasons are lazy)
+    with its lineage ids, so that parents can refer to its rows; a copy of an earlier segment
+    (``shared``) stores its output."""
     plan = capture.resolve(task)
     sources = {n.table: n for n in task.root.walk() if isinstance(n, Source)}
     plain = frozenset(
@@ -217,7 +219,7 @@ def _capture_segments(
         if len(attrs) == 1 and at_key(sources[t], attrs) and store.key_without_nulls(sources[t].snapshot)
     )  # fmt: skip
     packed = {t: found for t in plan if (found := _packing(store, sources[t], plan[t])) is not None}
-    capturer = Capturer(spark, plan, capture.mode, plain, _derived_in_process(store, staging, root), packed)
+    capturer = Capturer(spark, plan, mode, plain, _derived_in_process(store, staging, root), packed)
     stored: dict[str, Any] = {}
     segments: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
@@ -227,7 +229,7 @@ def _capture_segments(
             copied = shared.copy(outputs[first.id], first, seg, cache=False)
             segments[str(seg.id)] = {**segments[str(first.id)], "output": f"segment-{seg.id}"}
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output (segment {first.id}'s)")
-            stored_df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, copied, capture.mode)
+            stored_df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, copied, mode)
             outputs[seg.id] = stored_df
             continue
         inputs = {}
@@ -246,7 +248,7 @@ def _capture_segments(
             outputs[seg.id] = found.output
         else:
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output and lineage")
-            stored_df, info = _store_segment(spark, store, staging, seg, found.output, capture.mode)
+            stored_df, info = _store_segment(spark, store, staging, seg, found.output, mode)
             outputs[seg.id], stored[str(seg.id)] = stored_df, info
         segments[str(seg.id)] = meta
     captured = {

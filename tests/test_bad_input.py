@@ -108,11 +108,26 @@ def test_invalid_sql_is_one_line(numbers: LineageSession) -> None:
 
 def test_names_and_keys_that_name_nothing_are_refused(numbers: LineageSession) -> None:
     """A source name is a whole identifier (one ending in a line break was accepted); a pandas
-    key holding NaN (pandas' missing value, stored as NULL by Spark) is refused."""
+    key holding NaN (pandas' missing value, stored as NULL by Spark) is refused, and so is a
+    column of only missing values, whose type Spark cannot tell."""
     with pytest.raises(StoreError, match=re.escape("source name 'w\\n' must be a SQL identifier")):
         numbers.register_table("w\n", pd.DataFrame({"k": [1]}))
     with pytest.raises(ValueError, match="key column 'k' of 'nan_keys' holds NaN in 1 row"):
         numbers.register_table("nan_keys", pd.DataFrame({"k": [1.0, float("nan")]}), key="k")
+    said = "column(s) 'note' of 'blank' hold only missing values, so Spark cannot tell their type"
+    with pytest.raises(ValueError, match=re.escape(said)):  # not Spark's UNSUPPORTED_DATATYPE "VOID"
+        numbers.register_table("blank", pd.DataFrame({"k": [1, 2], "note": [None, None]}), key="k")
+
+
+def test_a_spark_connect_session_is_refused_before_anything_runs() -> None:
+    """One line naming what to use, before any store is touched (it failed inside the store
+    with PySpark's JVM_ATTRIBUTE_NOT_SUPPORTED). No Connect session can be made here (no grpc):
+    a stand-in of its class's module, which is what the check reads."""
+    connect = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})
+    said = r"^Spark Connect sessions are not supported: .* use a classic SparkSession"
+    with pytest.raises(LineageError, match=said):
+        LineageSession(spark=connect(), store="never-made")
+    assert not Path("never-made").exists()
 
 
 def test_unknown_strategy(numbers: LineageSession) -> None:

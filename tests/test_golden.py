@@ -96,6 +96,25 @@ def eager(loan: LineageSession) -> Run:
     return loan.run(loan_task(loan), backend="eager", capture=Capture(storage=("pairs", "provrc")))
 
 
+def test_eager_capture_with_lazy_reasons_answers_as_with_eager_ones(loan: LineageSession, eager: Run) -> None:
+    """reasons="lazy" on the eager backend: the models run in normal mode while the task
+    runs, a question computes the reasons of the calls it reaches (cached in the run), and
+    every answer is that of a capture that computed them all; a forward question cannot
+    filter on reasons no call kept."""
+    lazy = loan.run(loan_task(loan), backend="eager", reasons="lazy")
+    modes = (lazy.record["mode"], lazy.record["reasons"], eager.record["mode"])
+    assert modes == ("normal", "lazy", "reasoning")
+    parts = ("rows", "targets", "source_lineage", "control_lineage", "reasoning_lineage")
+    for asked in ({"where": "Judge = 'Reject'"}, {}, {}):  # the last from the reasons cached
+        mine, theirs = lazy.lineage(**asked).to_dict(), eager.lineage(**asked).to_dict()
+        assert [mine[p] for p in parts] == [theirs[p] for p in parts], asked
+    assert [f for f in loan.load_run(lazy.id).record["added"] if f.startswith("reasons/")]
+    rejected = {"udf": "credit_rules", "where": "Judge = 'Reject'"}
+    assert lazy.forward(**rejected).rows() == eager.forward(**rejected).rows()
+    with pytest.raises(LineageError, match=r"ran its models without their reasons .* cannot filter on them"):
+        lazy.forward(udf="credit_rules", where="size(Judge_reason.attributes) > 1")
+
+
 @pytest.mark.parametrize("backend", ["lazy", "eager", "compressed"])
 def test_one_question_keeps_each_rows_answer_apart(runs: dict[str, Run], eager: Run, backend: str) -> None:
     """All three output rows in one question: each row's answer is Fig. 4's for Reject and the

@@ -23,6 +23,7 @@ from materialization.capture import LID, at_key, lid_columns, lid_of
 from materialization.compile import ROW_ID, ref
 from materialization.compressed_index import COMPRESSED
 from materialization.duck_expressions import NotInProcess, output_predicate
+from materialization.duck_plan import column_types
 from materialization.indexes import DIFF, SEG, TABLE, index_name
 from materialization.locations import local_path
 from materialization.provrc.tuples import FN
@@ -35,6 +36,7 @@ from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import CONTRIBUTING, CONTROL, DEPENDENCE, ForwardLineage
 from tracing.forward_index import forward_index
+from tracing.lazy_reasons import with_reasons
 from tracing.lineage import (
     PER_ROW_MAX,
     SEGMENT,
@@ -105,6 +107,7 @@ class EagerIndex:
         self.root = root
         self.meta = record["capture"]
         self.reader = ParquetReader(spark, local_path(self.run_dir) is not None)
+        self.lazy_reasons = record.get("reasons") == "lazy"  # models ran in normal mode: no reason stored
         self.sources = {n.table: n for n in task.root.walk() if isinstance(n, Source)}
         self.storage = storage
         self.pairs: PairIndex = (
@@ -287,7 +290,7 @@ class EagerIndex:
         calls = pa.table({LID: pairs.column(CALL)})
         out = []
         for fn in seg.functions:
-            rows = self.reader.lookup(self._stored(seg), calls, [*_call_columns(fn), (LID, CALL)])
+            rows = self._call_rows(seg, fn, calls, (LID, CALL))
             owned = self._joined(rows, pairs, targets, f"r.{CALL} = p.{CALL}").drop_columns([CALL])
             names = tuple(c.name for c in fn.arg_columns())
             out.append(ReasoningRows(fn.udf, seg.id, names, fn.value.name, fn.reason.name, owned))
@@ -429,10 +432,27 @@ class EagerIndex:
     def _calls(self, seg: Segment, lids: pa.Table) -> list[ReasoningRows]:
         out = []
         for fn in seg.functions:
-            rows = self.reader.semi(self._stored(seg), lids, _call_columns(fn))
+            rows: pa.Table | DataFrame
+            if self.lazy_reasons:
+                rows = self._call_rows(seg, fn, lids)
+            else:
+                rows = self.reader.semi(self._stored(seg), lids, _call_columns(fn))
             names = tuple(c.name for c in fn.arg_columns())
             out.append(ReasoningRows(fn.udf, seg.id, names, fn.value.name, fn.reason.name, rows))
         return out
+
+    def _call_rows(self, seg: Segment, fn: Function, keys: pa.Table, *extra: tuple[str, str]) -> pa.Table:
+        """The stored rows of ``fn``'s calls that ``keys`` name: the call's inputs, value and
+        reason by the user's names, and ``extra`` columns. A run that ran its models in
+        normal mode (``reasons="lazy"``) stored no reason: it is computed now for these calls
+        alone, and cached in the run (:mod:`tracing.lazy_reasons`)."""
+        if not self.lazy_reasons:
+            return self.reader.lookup(self._stored(seg), keys, [*_call_columns(fn), *extra])
+        by_id = [(c.id, c.id) for c in fn.arg_columns()] + [(fn.value.id, fn.value.id)]
+        rows = self.reader.lookup(self._stored(seg), keys, [*by_id, *extra])
+        reasoned = with_reasons(self.reader.con, self.run_dir, fn, rows, column_types(self.root))
+        names = dict(_call_columns(fn)) | {e: e for _, e in extra}
+        return reasoned.rename_columns([names[c] for c in reasoned.column_names])
 
     def _stat(self, what: str, started: float, rows_in: int, label: str, rows_out: int) -> TraceStat:
         return TraceStat(
@@ -481,11 +501,16 @@ class EagerIndex:
         used: set[int] = set()
         checked: set[int] = set()
         decisions = []
+        if self.lazy_reasons and where is not None and any(fn.reason.name in where for _, fn in segs):
+            raise LineageError(
+                f"run {self.record['run_id']} ran its models without their reasons (reasons='lazy'): "
+                "a forward question cannot filter on them; ask about their inputs and values, or run "
+                "the task with reasons='eager'"
+            )
         for seg, fn in segs:
             name = index_name("fn", seg.id)
-            calls = self._filtered(
-                self._stored(seg), [*_call_columns(fn), (LID, LID)], where, f"calls of {udf}"
-            )
+            picked = [*_call_columns(fn, not self.lazy_reasons), (LID, LID)]
+            calls = self._filtered(self._stored(seg), picked, where, f"calls of {udf}")
             decisions.append(calls.drop_columns([LID]))
             found = self._forward_lids(name, calls.select([LID]).rename_columns([FN]))
             used, checked = used | found[0], checked | found[1]
@@ -555,11 +580,11 @@ class EagerIndex:
         return ForwardLineage(what, given, outputs, len(used | checked), time.perf_counter() - started)
 
 
-def _call_columns(fn: Function) -> list[tuple[str, str]]:
+def _call_columns(fn: Function, reason: bool = True) -> list[tuple[str, str]]:
     return [
         *[(c.id, c.name) for c in fn.arg_columns()],
         (fn.value.id, fn.value.name),
-        (fn.reason.id, fn.reason.name),
+        *([(fn.reason.id, fn.reason.name)] if reason else []),
     ]
 
 

@@ -495,7 +495,7 @@ class AugmentedLineage:
         """The answer as plain values (JSON's shape, :data:`SCHEMA_VERSION`); an answer of
         more than ``max_rows`` source rows is refused in one line (None: no bound): it is
         written as Parquet (:meth:`to_parquet`), not listed."""
-        held = sum(_count(rows) for rows in self.source.values())
+        held = sum(r.num_rows for r in self.source.values() if isinstance(r, pa.Table))  # no Spark job
         if max_rows is not None and held > max_rows:
             raise LineageError(
                 f"this answer holds {held:,} source rows, more than its JSON lists ({max_rows:,}): "

@@ -99,6 +99,12 @@ class LineageSession:
     ) -> None:
         """``mlflow``: each run is logged into the active MLflow run when there is one (None);
         True, a folder or a tracking URI also starts one per run otherwise; False: never."""
+        if spark is not None and type(spark).__module__.startswith("pyspark.sql.connect"):
+            raise LineageError(
+                "Spark Connect sessions are not supported: lineage is read from Spark's analyzed plan "
+                "through the driver's JVM, which a Connect client has not; use a classic SparkSession "
+                "(SparkSession.builder.master(...).getOrCreate(), or LineageSession() to make one)"
+            )
         self.spark = spark or spark_session()
         self.mlflow = mlflow
         self.scale_factor: float | None = None  # logged with each run when a workload sets it
@@ -126,7 +132,7 @@ class LineageSession:
         registered before with other columns needs ``replace=True``."""
         keys = [key] if isinstance(key, str) else list(key) if key else None
         if isinstance(data, pd.DataFrame):
-            _check_pandas_keys(name, data, keys or [])
+            _check_pandas(name, data, keys or [])
             data = self.spark.createDataFrame(data)
         elif isinstance(data, str):
             data = self.spark.read.parquet(data)
@@ -234,10 +240,11 @@ class LineageSession:
         "provrc"))`` keeps both). ``backend="confidence"``: also under
         ``full``, plus the boolean lineage of every row over uncertain facts. ``code``: the
         code that built a DataFrame task, recorded for reports (else Spark's analyzed plan).
-        ``reasons="lazy"`` (lazy backend): model calls run in normal mode while the task runs;
-        a question computes the reasons of the calls it reaches and keeps them in the run;
-        ``"eager"``: reasons computed while the task runs; ``"auto"`` (default): lazy where a
-        model's reasons are expensive (``ReasoningUDF.reason_cost``).
+        ``reasons="lazy"`` (lazy and eager backends): model calls run in normal mode while the
+        task runs; a question computes the reasons of the calls it reaches and keeps them in the
+        run; ``"eager"``: reasons computed while the task runs; ``"auto"`` (default): lazy where a
+        model's reasons are expensive (``ReasoningUDF.reason_cost``) on the lazy backend, eager on
+        the others (an eager capture computes them lazily only when asked).
 
         Sources read with ``spark.read`` (Parquet, ORC, CSV, JSON), catalog tables and views
         over them are read where they are, fingerprinted; a question about the run fails in
@@ -269,8 +276,10 @@ class LineageSession:
         elif capture is not None:
             raise ValueError("capture= applies to backend='eager' or 'compressed' only")
         strategy = check_strategy(strategy or "fm")
-        if check_reasons(reasons) == "lazy" and backend != "lazy":
-            raise ValueError(f"reasons='lazy' applies to backend='lazy' only (got backend={backend!r})")
+        if check_reasons(reasons) == "lazy" and backend not in ("lazy", "eager"):
+            raise ValueError(
+                f"reasons='lazy' applies to backend='lazy' or 'eager' only (got backend={backend!r})"
+            )
         parsed, read_in_place = self._placed(with_code(self.parse(task, keys), task, code), snapshot)
         check = Check(self.store.catalog.fs, budget=budget())
         for snap in sorted({n.snapshot for n in parsed.root.walk() if isinstance(n, Source) and n.in_store}):
@@ -279,7 +288,7 @@ class LineageSession:
         if backend == "lazy":
             costs = [lookup(n.udf).reason_cost for n in parsed.root.walk() if isinstance(n, Function)]
             reasons = resolve_reasons(reasons, strategy, costs)
-        else:
+        elif backend != "eager" or reasons != "lazy":  # an eager capture's reasons lazy only when asked
             reasons = "eager"
         root = segments_for(parsed.root, backend)
         if capture is not None:
@@ -818,9 +827,17 @@ class Run:
         return views.openlineage(self, namespace)
 
 
-def _check_pandas_keys(name: str, data: pd.DataFrame, keys: Sequence[str]) -> None:
-    """A key of a pandas table holds no NaN: pandas marks a missing value so, and Spark stores
-    it as NULL, so ``forward(ids=[nan])`` would find nothing and the row be named by no value."""
+def _check_pandas(name: str, data: pd.DataFrame, keys: Sequence[str]) -> None:
+    """No column of a pandas table holds only missing values (Spark cannot tell its type and
+    stores none: ``UNSUPPORTED_DATATYPE "VOID"`` from deep in its writer), and a key holds no
+    NaN: pandas marks a missing value so, and Spark stores it as NULL, so
+    ``forward(ids=[nan])`` would find nothing and the row be named by no value."""
+    untyped = [str(c) for c in data.columns if data[c].dtype == object and len(data) and data[c].isna().all()]
+    if untyped:
+        raise ValueError(
+            f"column(s) {', '.join(map(repr, untyped))} of {name!r} hold only missing values, so Spark "
+            f"cannot tell their type: give them one, e.g. data[{untyped[0]!r}].astype('string')"
+        )
     for column in keys:
         if column in data.columns and data[column].dtype.kind == "f":
             missing = int(data[column].isna().sum())

@@ -8,11 +8,7 @@ so before a question starts): every file local, every expression on the allow-li
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import os
 import re
-import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import count
@@ -20,9 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
-from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from materialization import duck
 from materialization.compile import ROW_ID
@@ -35,12 +30,10 @@ from materialization.duck_expressions import (
 )
 from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated, source_scan
 from materialization.duck_plan import quoted as q
-from materialization.integrity import add_to_record, listed_cache
-from materialization.locations import local_path, parquet_scan, sql_string
+from materialization.locations import local_path, parquet_scan
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
-from reasoning_udfs.udf import ReasoningUDF, lookup, parse_type, registered
-from segmenter.errors import LineageError
+from reasoning_udfs.udf import ReasoningUDF, lookup, registered
 from segmenter.operators import (
     Col,
     Expr,
@@ -52,6 +45,7 @@ from segmenter.row_keys import row_key
 from segmenter.segments import Segment
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
+from tracing.lazy_reasons import arguments, arrow_type, with_reasons
 
 MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
 ARROW_SPLIT_ROWS = 1_000  # rows up to which a tag is split in Arrow, not by a query
@@ -99,35 +93,6 @@ def _callable(node: Function) -> ReasoningUDF:
     if not registered(node.udf):
         raise NotInProcess(f"UDF {node.udf} is not registered in this process")
     return lookup(node.udf)
-
-
-def _keep(table: pa.Table, run_dir: str, folder: str) -> None:
-    """Cache computed reasons in the run's ``folder``, in a file named by its sha256 and
-    listed in the run's record (concurrent questions never write the same file); a read-only
-    store just keeps none."""
-    local = os.path.join(_local(run_dir), folder)
-    tmp = f"{local}/{uuid.uuid4().hex}.tmp"
-    try:
-        os.makedirs(local, exist_ok=True)
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as f:
-            name = f"{hashlib.file_digest(f, 'sha256').hexdigest()}.parquet"
-        os.replace(tmp, f"{local}/{name}")  # readers never see half a file
-        add_to_record(run_dir, folder, {name: [os.path.getsize(f"{local}/{name}"), name[:64]]})
-    except OSError:
-        pass
-
-
-def _arrays(table: pa.Table, args: list[str], types: list[str]) -> list[pa.Array]:
-    """The argument columns as the Arrow arrays Spark would pass a UDF (its types, one chunk)."""
-    return [table.column(a).combine_chunks().cast(_arrow_type(t)) for a, t in zip(args, types)]
-
-
-@functools.lru_cache(maxsize=256)
-def _arrow_type(ddl: str) -> pa.DataType:
-    """The Arrow type Spark gives values of the Spark type ``ddl`` (parsed by Spark's JVM:
-    a round trip each, kept per process)."""
-    return to_arrow_type(parse_type(ddl))
 
 
 def _split_in_arrow(
@@ -230,7 +195,7 @@ class DuckEngine(DuckPlan):
         try:
             return pa.table(
                 {
-                    c: pa.array([r.get(c) for r in rows], type=_arrow_type(by_id[c].dtype))
+                    c: pa.array([r.get(c) for r in rows], type=arrow_type(by_id[c].dtype))
                     for c in cols
                 }
             )
@@ -354,44 +319,9 @@ class DuckEngine(DuckPlan):
         return rel
 
     def _reasoned_by(self, fn: Function, rel: Rel) -> Rel:
-        """``rel``'s rows with the reasons of ``fn``'s calls: each row looked up in the run's
-        cache in one query (the calls, those cached and those not, and the rows given their
-        reasons were four queries, 2-7 ms each); the calls not cached computed now, cached,
-        and given to their rows by a second query."""
-        keyed, args, types = self._with_args(fn, rel)
-        reason = q(fn.reason.id)
-        kept = [c for c in rel.cols if c != fn.reason.id]
-        picked = ", ".join(f"x.{q(c)}" for c in [*kept, *args])
-        folder = f"reasons/{fn.value.id}"
-        cached = listed_cache(self.restorer.run_dir, folder)  # local paths: the store is local
-        if cached:
-            cache = "read_parquet([" + ", ".join(map(sql_string, cached)) + "])"
-            on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM k.{q(a)}" for a in args)
-            found = f"(SELECT DISTINCT *, TRUE AS __found FROM {cache}) k"
-            joined = f"({keyed.sql}) x LEFT JOIN {found} ON {on}"
-            sql = f"SELECT {picked}, k.__reason AS {reason}, k.__found FROM {joined}"
-        else:
-            sql = f"SELECT {picked}, NULL AS {reason}, NULL::BOOLEAN AS __found FROM ({keyed.sql}) x"
-        looked = self.settle(Rel(sql, ())).local
-        missing = pc.invert(pc.fill_null(looked.column("__found"), False))
-        if pc.any(missing).as_py():  # None where there are no rows
-            missed = self._register(looked.filter(missing)).rows
-            calls = ", ".join(map(q, [*args, fn.value.id]))
-            todo = self.settle(Rel(f"SELECT DISTINCT {calls} FROM ({missed.sql})", ())).local
-            made = lookup(fn.udf).arrow_function("reasoning")(*_arrays(todo, args, types))
-            if made.field("value").to_pylist() != todo.column(fn.value.id).to_pylist():
-                raise LineageError(
-                    f"UDF {fn.udf} gives other values now than while the task ran: its reasons cannot be "
-                    "computed at question time; run the task with reasons='eager'"
-                )
-            fresh = todo.select(args).append_column("__reason", made.field("reason"))
-            _keep(fresh, self.restorer.run_dir, folder)
-            on = " AND ".join(f"x.{q(a)} IS NOT DISTINCT FROM f.{q(a)}" for a in args)
-            rows, made_rows = self._register(looked).rows, self._register(fresh).rows
-            filled = f"SELECT x.* EXCLUDE ({reason}), coalesce(x.{reason}, f.__reason) AS {reason}"
-            joined = f"({rows.sql}) x LEFT JOIN ({made_rows.sql}) f ON {on}"
-            looked = self.settle(Rel(f"{filled} FROM {joined}", ())).local
-        return self._register(looked.select(list(rel.cols))).rows
+        """``rel``'s rows with the reasons of ``fn``'s calls (cached, else computed now)."""
+        rows = with_reasons(self.con, self.restorer.run_dir, fn, self.settle(rel).local, self.types)
+        return self._register(rows.select(list(rel.cols))).rows
 
     def _with_args(self, fn: Function, rel: Rel) -> tuple[Rel, list[str], list[str]]:
         """``rel`` with ``fn``'s arguments evaluated as columns ``__arg<i>``, their names and
@@ -447,8 +377,8 @@ class DuckEngine(DuckPlan):
         with_args: pa.Table = self.settle(keyed).local
         if with_args.num_rows > MAX_CALLS:
             raise NotInProcess(f"{with_args.num_rows:,} calls of {node.udf} (in process up to {MAX_CALLS:,})")
-        values = udf.arrow_function("normal")(*_arrays(with_args, args, types))
-        reasons = pa.nulls(len(values), _arrow_type(udf.reason_type))
+        values = udf.arrow_function("normal")(*arguments(with_args, args, types))
+        reasons = pa.nulls(len(values), arrow_type(udf.reason_type))
         rows = with_args.select(list(kid.cols))
         table = rows.append_column(node.value.id, values).append_column(node.reason.id, reasons)
         return self._register(table).rows

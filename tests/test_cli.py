@@ -105,6 +105,9 @@ def test_runs_lists_the_run(store: str, run_id: str) -> None:
     assert header.split() == ["id", "strategy", "backend", "output_rows", "created", "task"]
     assert row.split()[:4] == [run_id, "fm", "lazy", "3"]
     assert row.split(maxsplit=5)[5].startswith('"""The paper\'s loan example as a task file'), row
+    code, out = _main("runs", "--store", store, "--json")
+    (listed,) = json.loads(out)  # the task's whole text, not the table's 60 characters
+    assert code == 0 and "…" not in listed["task"] and "def task(als: LineageSession)" in listed["task"]
 
 
 def test_lineage_json(commands: dict) -> None:

@@ -313,34 +313,44 @@ class EagerIndex:
                 named.setdefault(call_key(seg.id, fn.udf, inputs), []).append(row[CALL])
         out: Reads = {}
         found = self.reader.lookup(self._uri(index["dir"]), ids)
-        for name, table_rows in self._read_by_calls(found, index["tables"]).items():
-            read = self._joined(table_rows, pairs, targets, f"r.{CALL} = p.{CALL}")
-            for call, ids_of in named.items():
-                rows = read.filter(pc.is_in(read.column(CALL), value_set=pa.array(ids_of, pa.int64())))
-                if rows.num_rows:
-                    rows = rows.drop_columns([CALL])
-                    table = name[len("src-") :]
-                    out.setdefault(call, {})[table] = rows.group_by(rows.column_names).aggregate([])
-        return out
-
-    def _read_by_calls(self, found: pa.Table, tables: dict[str, list[list[str]]]) -> dict[str, pa.Table]:
-        """Per table, (``CALL``, attrs...) of the calls in ``found`` (rows of a reads index):
-        the rows each call read, and those of each difference's right input it depends on
-        (written once in ``eager/control-<d>``, here once per call: an answer names each
-        call's rows). A run captured before the references holds those rows per call."""
-        parts: dict[str, list[pa.Table]] = {}
-        for name, columns in tables.items():
+        for name, columns in index["tables"].items():
+            table = name[len("src-") :]
             stored_as, attrs = zip(*columns, strict=True)
             rows = found.filter(pc.equal(found.column(TABLE), name)).select([LID, *stored_as])
-            parts.setdefault(name, []).append(rows.rename_columns([CALL, *attrs]))
-        refs = found.filter(pc.is_valid(found.column(DIFF))) if DIFF in found.column_names else None
-        for d in pc.unique(refs.column(DIFF)).to_pylist() if refs is not None else ():
-            calls = pc.unique(refs.filter(pc.equal(refs.column(DIFF), d)).column(LID)).to_pylist()
-            for name in self.meta["controls"].get(str(d), {}):
-                rows = self._control_rows(d, name)
-                each = for_each(rows, CALL, calls).select([CALL, *rows.column_names])
-                parts.setdefault(name, []).append(each)
-        return {name: pa.concat_tables(p, promote_options="permissive") for name, p in parts.items()}
+            read = self._joined(rows.rename_columns([CALL, *attrs]), pairs, targets, f"r.{CALL} = p.{CALL}")
+            for call, ids_of in named.items():
+                mine = read.filter(pc.is_in(read.column(CALL), value_set=pa.array(ids_of, pa.int64())))
+                if mine.num_rows:
+                    kept = mine.drop_columns([CALL])
+                    out.setdefault(call, {})[table] = kept.group_by(kept.column_names).aggregate([])
+        if DIFF in found.column_names:  # references (a run captured before them has the rows above)
+            self._control_reads(found.filter(pc.is_valid(found.column(DIFF))), named, pairs, targets, out)
+        return out
+
+    def _control_reads(
+        self, refs: pa.Table, named: dict[CallKey, list[int]], pairs: pa.Table, targets: pa.Table, out: Reads
+    ) -> None:
+        """Into ``out``, each call's rows of the differences' right inputs it depends on
+        (``refs``: the call's ``LID`` and ``DIFF``): each input read once
+        (``eager/control-<d>``) and given to every call that refers to it as those rows with
+        the ``ROW_ID`` of the targets the call serves, not joined and made distinct per call
+        (CDA Q21: 14 calls × 567 k line items, 3.1 s of a 4.2 s answer)."""
+        served = self._joined(pa.table({CALL: refs.column(LID)}), pairs, targets, f"r.{CALL} = p.{CALL}")
+        for call, ids_of in named.items():
+            lids = pa.array(ids_of, pa.int64())
+            ds = pc.unique(refs.filter(pc.is_in(refs.column(LID), value_set=lids)).column(DIFF)).to_pylist()
+            row_ids = pc.unique(served.filter(pc.is_in(served.column(CALL), value_set=lids)).column(ROW_ID))
+            for d in sorted(ds) if len(row_ids) else ():
+                for name in self.meta["controls"].get(str(d), {}):
+                    table = name[len("src-") :]
+                    checked = for_each(self._control_rows(d, name), ROW_ID, row_ids.to_pylist())
+                    own = out.setdefault(call, {}).get(table)
+                    if own is not None:  # the rows it read that the check does not hold (few)
+                        own = own.select(checked.column_names).cast(checked.schema)
+                        rest = checked.join(own, keys=checked.column_names, join_type="right anti")
+                        both = [rest.select(checked.column_names), checked]
+                        checked = pa.concat_tables(both, promote_options="permissive")
+                    out[call][table] = checked
 
     def _control_rows(self, d: int, name: str) -> pa.Table:
         """The rows of index ``name`` in the right input of difference ``d``, read once."""

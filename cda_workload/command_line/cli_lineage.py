@@ -52,7 +52,7 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
                     "backend": r.get("backend", "lazy"),
                     "output_rows": r["output"]["rows"],
                     "created": r.get("created", ""),
-                    "task": _task_line(r["task"]),
+                    "task": _task_line(r["task"], None if args.json else 60),  # JSON: all of it
                 }
             )
         except (StoreError, KeyError, TypeError) as exc:  # one damaged run hides no other
@@ -73,13 +73,13 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
         print("  ".join(str(r[k]).ljust(w) for k, w in widths.items()))
 
 
-def _task_line(task: dict[str, Any], width: int = 60) -> str:
-    """The task as one short line: its SQL or code, whitespace collapsed (Spark's plan is not
-    something a person wrote, so only its kind)."""
+def _task_line(task: dict[str, Any], width: int | None) -> str:
+    """The task as one line: its SQL or code, whitespace collapsed, cut at ``width`` (Spark's
+    plan is not something a person wrote, so only its kind)."""
     if task.get("language") not in ("sql", "code") or not task.get("text"):
         return "(a DataFrame)"
     line = " ".join(str(task["text"]).split())
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return line if width is None or len(line) <= width else line[: width - 1] + "…"
 
 
 def collect_garbage(args: argparse.Namespace, progress: Progress) -> None:

@@ -9,6 +9,7 @@ Everything runs in-process over the index files unless the answer is large.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -22,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from materialization.capture import LID, at_key, lid_columns, lid_of
 from materialization.compile import ROW_ID, ref
 from materialization.compressed_index import COMPRESSED
-from materialization.duck_expressions import NotInProcess, output_predicate
+from materialization.duck_expressions import NotInProcess, SqlType, output_predicate
 from materialization.duck_plan import column_types
 from materialization.indexes import DIFF, SEG, TABLE, index_name
 from materialization.locations import local_path
@@ -460,9 +461,14 @@ class EagerIndex:
             return self.reader.lookup(self._stored(seg), keys, [*_call_columns(fn), *extra])
         by_id = [(c.id, c.id) for c in fn.arg_columns()] + [(fn.value.id, fn.value.id)]
         rows = self.reader.lookup(self._stored(seg), keys, [*by_id, *extra])
-        reasoned = with_reasons(self.reader.con, self.run_dir, fn, rows, column_types(self.root))
+        reasoned = with_reasons(self.reader.con, self.run_dir, fn, rows, self._types)
         names = dict(_call_columns(fn)) | {e: e for _, e in extra}
         return reasoned.rename_columns([names[c] for c in reasoned.column_names])
+
+    @functools.cached_property
+    def _types(self) -> dict[str, SqlType]:
+        """The Spark type of every column of the run's tree (a model's arguments in DuckDB)."""
+        return column_types(self.root)
 
     def _stat(self, what: str, started: float, rows_in: int, label: str, rows_out: int) -> TraceStat:
         return TraceStat(

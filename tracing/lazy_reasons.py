@@ -33,10 +33,8 @@ def with_reasons(con: Any, run_dir: str, fn: Function, rows: pa.Table, types: di
     """``rows`` (by column id, ``fn``'s arguments and value among them) with the reason of
     each call in ``fn.reason.id``: the run's cached reasons looked up in one query, those not
     cached computed now, cached, and given to their rows by a second."""
-    typed = [typed_duckdb(a, types) for a in fn.args]
-    args = [f"__arg{i}" for i in range(len(typed))]
+    evaluated, args, ddls = argument_columns(fn, types)
     kept = [c for c in rows.column_names if c != fn.reason.id]
-    evaluated = ", ".join(f"{sql} AS {quoted(a)}" for (sql, _), a in zip(typed, args, strict=True))
     keyed = f"SELECT *, {evaluated} FROM {{rows}}"
     folder = f"reasons/{fn.value.id}"
     cached = listed_cache(run_dir, folder)  # local paths: the store is local
@@ -52,7 +50,7 @@ def with_reasons(con: Any, run_dir: str, fn: Function, rows: pa.Table, types: di
     if pc.any(missing).as_py():  # None where there are no rows
         calls = ", ".join(map(quoted, [*args, fn.value.id]))
         todo = _query(con, f"SELECT DISTINCT {calls} FROM {{missed}}", missed=looked.filter(missing))
-        made = lookup(fn.udf).arrow_function("reasoning")(*arguments(todo, args, [t for _, t in typed]))
+        made = lookup(fn.udf).arrow_function("reasoning")(*arguments(todo, args, ddls))
         if made.field("value").to_pylist() != todo.column(fn.value.id).to_pylist():
             raise LineageError(
                 f"UDF {fn.udf} gives other values now than while the task ran: its reasons cannot be "
@@ -65,6 +63,15 @@ def with_reasons(con: Any, run_dir: str, fn: Function, rows: pa.Table, types: di
         joined = f"{filled} FROM {{looked}} x LEFT JOIN {{fresh}} f ON {on}"
         looked = _query(con, joined, looked=looked, fresh=fresh)
     return looked.select(kept).append_column(fn.reason.id, looked.column("__reason"))
+
+
+def argument_columns(fn: Function, types: dict[str, SqlType]) -> tuple[str, list[str], list[str]]:
+    """``fn``'s arguments as DuckDB SQL naming each ``__arg<i>`` (a SELECT list), those
+    names, and the arguments' Spark types (DDL)."""
+    typed = [typed_duckdb(a, types) for a in fn.args]
+    args = [f"__arg{i}" for i in range(len(typed))]
+    evaluated = ", ".join(f"{sql} AS {quoted(a)}" for (sql, _), a in zip(typed, args, strict=True))
+    return evaluated, args, [ddl for _, ddl in typed]
 
 
 def _query(con: Any, sql: str, **tables: pa.Table) -> pa.Table:

@@ -441,7 +441,7 @@ class AugmentedLineage:
         targets = as_arrow(chosen)  # type: ignore[arg-type]
         if ROW_ID not in targets.column_names:  # one row, not kept apart
             targets = targets.append_column(ROW_ID, pa.array([0] * targets.num_rows, pa.int64()))
-        con = register_functions(duck.connect())
+        con = duck.cursor("questions", register_functions)  # the engine's database, its functions
         try:
             con.register("chosen", targets)
             return {r[0] for r in con.execute(f"SELECT {ROW_ID} FROM chosen WHERE {test}").fetchall()}

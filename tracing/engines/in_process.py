@@ -26,7 +26,6 @@ from materialization.duck_expressions import (
     output_predicate,
     register_functions,
     to_duckdb,
-    typed_duckdb,
 )
 from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated, source_scan
 from materialization.duck_plan import quoted as q
@@ -45,7 +44,7 @@ from segmenter.row_keys import row_key
 from segmenter.segments import Segment
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
-from tracing.lazy_reasons import arguments, arrow_type, with_reasons
+from tracing.lazy_reasons import argument_columns, arguments, arrow_type, with_reasons
 
 MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
 ARROW_SPLIT_ROWS = 1_000  # rows up to which a tag is split in Arrow, not by a query
@@ -326,10 +325,8 @@ class DuckEngine(DuckPlan):
     def _with_args(self, fn: Function, rel: Rel) -> tuple[Rel, list[str], list[str]]:
         """``rel`` with ``fn``'s arguments evaluated as columns ``__arg<i>``, their names and
         their Spark types (DDL)."""
-        typed = [typed_duckdb(a, self.types) for a in fn.args]
-        args = [f"__arg{i}" for i in range(len(typed))]
-        evaluated = ", ".join(f"{sql} AS {q(a)}" for (sql, _), a in zip(typed, args))
-        return Rel(f"SELECT *, {evaluated} FROM ({rel.sql})", (*rel.cols, *args)), args, [t for _, t in typed]
+        evaluated, args, ddls = argument_columns(fn, self.types)
+        return Rel(f"SELECT *, {evaluated} FROM ({rel.sql})", (*rel.cols, *args)), args, ddls
 
     def _in_run(self, name: str) -> str:
         return f"{self.restorer.run_dir}/{name}"

@@ -1,8 +1,3 @@
 """Run tasks under the Rerun / Full / Function Materialization strategies and restore
-intermediate results from the Parquet results store."""
-
-from materialization.execute import UDFError
-from materialization.store import ResultsStore, StoreError
-from materialization.strategies import STRATEGIES
-
-__all__ = ["STRATEGIES", "ResultsStore", "StoreError", "UDFError"]
+intermediate results from the Parquet results store. Nothing is imported here: a command
+that only reads run records (``materialization.catalog``) loads neither Spark nor DuckDB."""

@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -43,13 +44,17 @@ def connect(**config: Any) -> duckdb.DuckDBPyConnection:
     default is ``.tmp`` in the working directory, the user's)."""
     config.setdefault("temp_directory", _spill_folder())
     con = duckdb.connect(config={"threads": 2, "memory_limit": memory_limit(), **config})
+    # DuckDB draws a progress bar on stdout for a query over 2 s: into `al lineage --json`'s answer
+    con.execute("SET enable_progress_bar = false")
     _OPEN.add(con)
     return con
 
 
 @functools.cache
 def _spill_folder() -> str:
-    folder = tempfile.mkdtemp(prefix="al-duckdb-")
+    """A name only: DuckDB makes the folder when it first spills, so a process that never
+    spills (a Spark worker ends without running ``atexit``) leaves nothing behind."""
+    folder = os.path.join(tempfile.gettempdir(), f"al-duckdb-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
 

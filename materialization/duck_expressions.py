@@ -26,6 +26,7 @@ import sqlglot
 from duckdb import sqltypes
 from sqlglot import exp
 
+from segmenter.errors import LineageError
 from segmenter.operators import Col, Expr
 
 MAX_PRECISION = 38
@@ -40,6 +41,15 @@ _EXACT_KEYS = {*INTEGERS, "string", "date", "boolean", "null"}  # grouped and or
 
 class NotInProcess(Exception):
     """An expression (or input) DuckDB cannot evaluate exactly as Spark does."""
+
+
+class NotInQuestions(NotInProcess):
+    """A part of a person's predicate that no question may hold (``part``: as Spark's check
+    names it)."""
+
+    def __init__(self, part: str) -> None:
+        super().__init__(f"{part} in a question")
+        self.part = part
 
 
 @dataclass(frozen=True)
@@ -68,12 +78,42 @@ def to_duckdb(expr: Expr, types: dict[str, SqlType]) -> str:
 
 def output_predicate(where: str, output: Sequence[Col]) -> str:
     """A question's ``where`` (Spark SQL over the output columns' names) as DuckDB SQL over
-    the same names; :class:`NotInProcess` where DuckDB might judge a row otherwise, or where
-    two output columns share a name."""
+    the same names; :class:`NotInProcess` where DuckDB might judge a row otherwise, where
+    two output columns share a name, or where the predicate holds a part a question may not
+    (Spark's check then names it). A name that is no output column is a one-line error
+    naming the output's columns, with no JVM asked."""
     named = {c.name: c for c in output}
     if len(named) < len(output):
         raise NotInProcess("two output columns share a name")
+    _question_parts(where, tuple(named))
     return to_duckdb(Expr(where), {name: spark_type(c.dtype) for name, c in named.items()})
+
+
+# what the translation evaluates for a task's expressions but a person's predicate may not hold
+_NOT_IN_QUESTIONS = (exp.Lambda, exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseRightShift)
+
+
+def _question_parts(where: str, names: tuple[str, ...]) -> None:
+    try:
+        tree = sqlglot.parse_one(_as_sqlglot_reads_spark(where), read="spark")
+    except sqlglot.errors.ParseError as e:
+        raise NotInProcess(f"cannot parse {where!r}") from e
+    known = {n.casefold() for n in names}  # Spark resolves names case-insensitively
+    for node in tree.walk():
+        if isinstance(node, exp.AggFunc):
+            raise NotInQuestions(f"{node.sql_name().lower()}()")
+        if isinstance(node, exp.Window):
+            raise NotInQuestions("a window function")
+        if isinstance(node, _NOT_IN_QUESTIONS) or _is_raise_error(node):
+            raise NotInProcess(f"{node.key} in a question")
+        if isinstance(node, exp.Column):
+            if node.table:  # a struct's field, or a qualifier Spark resolves its own way
+                raise NotInProcess(f"qualified name {node.sql(dialect='spark')}")
+            if node.name.casefold() not in known:
+                raise LineageError(
+                    f"invalid where={where!r}: no output column is named {node.name!r} "
+                    f"(the output's columns: {', '.join(names)})"
+                )
 
 
 def typed_duckdb(expr: Expr, types: dict[str, SqlType]) -> tuple[str, str]:

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from materialization.compile import Compiler, aliased, ident, read_columns, read_source
 from materialization.pushdown import Restriction, push_to_leaves
+from materialization.spark import SparkOf
 from segmenter.errors import LineageError
 from segmenter.operators import Node, Source
 from segmenter.segments import Segment
@@ -44,8 +45,10 @@ def read_stored(spark: SparkSession, path: str, pairs: list[tuple[str, str]], se
 
 
 class Restorer:
-    def __init__(self, spark: SparkSession, run_dir: str, stored: dict[str, Any], root: Segment) -> None:
-        self.spark = spark
+    def __init__(self, spark_of: SparkOf, run_dir: str, stored: dict[str, Any], root: Segment) -> None:
+        """``spark_of``: the session, started only where a segment is read by Spark (the
+        in-process engine reads the same files with DuckDB)."""
+        self.spark_of = spark_of
         self.run_dir = run_dir
         self.stored = stored
         self.root = root
@@ -69,11 +72,11 @@ class Restorer:
         """``seg``'s output rows in reasoning mode, restricted to ``restriction``."""
         path = self.stored_path(seg)
         if path is not None:  # an eager run stores lineage columns beside the segment's own
-            df = read_stored(self.spark, path, self.stored_columns(seg), seg)
+            df = read_stored(self.spark_of(), path, self.stored_columns(seg), seg)
         else:
             pushed = push_to_leaves(seg.top, seg.leaves, restriction)
             inputs = {id(leaf): self.leaf_input(seg, leaf, pushed[id(leaf)]) for leaf in seg.leaves}
-            df = Compiler(self.spark, "reasoning", inputs=lambda n: inputs.get(id(n))).compile(seg.top)
+            df = Compiler(self.spark_of(), "reasoning", inputs=lambda n: inputs.get(id(n))).compile(seg.top)
         return restriction.apply(df) if restriction is not None else df
 
     def leaf_input(self, seg: Segment, leaf: Node, restriction: Restriction | None) -> DataFrame:
@@ -82,5 +85,5 @@ class Restorer:
         if child is not None:
             return self.output(child, restriction)
         assert isinstance(leaf, Source)
-        df = read_source(self.spark, leaf)
+        df = read_source(self.spark_of(), leaf)
         return restriction.apply(df) if restriction is not None else df

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
+
+# the session a reader needs only on some paths, started by the call (a question answered in
+# process from a local store never calls it, so never starts a JVM)
+SparkOf = Callable[[], SparkSession]
 
 
 def spark_session(
@@ -66,8 +70,12 @@ LOOKUP_CONF = {
 
 
 @contextmanager
-def tuned_for_lookups(spark: SparkSession) -> Iterator[None]:
-    """Session settings for small lineage queries, restored afterwards."""
+def tuned_for_lookups(spark: SparkSession | None) -> Iterator[None]:
+    """Session settings for small lineage queries, restored afterwards; None: no session has
+    started (one the question starts keeps the settings it was made with)."""
+    if spark is None:
+        yield
+        return
     before = {k: spark.conf.get(k, None) for k in LOOKUP_CONF}
     for key, value in LOOKUP_CONF.items():
         spark.conf.set(key, value)

@@ -43,6 +43,7 @@ from materialization.catalog import (
 from materialization.compile import ref
 from materialization.integrity import Files, manifest, manifest_digest
 from materialization.locations import local_path, normalize_uri
+from materialization.spark import SparkOf
 from segmenter.operators import Source
 from segmenter.sources import SourceRef, local_file
 
@@ -102,16 +103,31 @@ def new_id(prefix: str) -> str:
 
 
 class ResultsStore:
-    def __init__(self, spark: SparkSession, uri: str) -> None:
-        self.spark = spark
+    def __init__(self, spark_of: SparkOf, uri: str) -> None:
+        """``spark_of``: the session, started by the first write or Spark read (run records
+        are read through :class:`StoreCatalog` without it)."""
+        self.spark_of = spark_of
         self.uri = normalize_uri(uri)
-        jvm = spark._jvm
-        self._Path = jvm.org.apache.hadoop.fs.Path
-        self._io = jvm.org.apache.commons.io.IOUtils
-        self._fs = self._Path(self.uri).getFileSystem(spark._jsc.hadoopConfiguration())
         self._meta_cache: dict[str, dict[str, Any]] = {}
         self._schemas: dict[str, StructType] = {}
         self._writable = False
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.spark_of()
+
+    @cached_property
+    def _Path(self) -> Any:
+        return self.spark._jvm.org.apache.hadoop.fs.Path
+
+    @cached_property
+    def _io(self) -> Any:
+        return self.spark._jvm.org.apache.commons.io.IOUtils
+
+    @cached_property
+    def _fs(self) -> Any:
+        """Hadoop's file system of the store: any URI Spark can write."""
+        return self._Path(self.uri).getFileSystem(self.spark._jsc.hadoopConfiguration())
 
     # --- file primitives ----------------------------------------------------------------------
     def path(self, *parts: str) -> str:

@@ -21,7 +21,9 @@ import pyarrow as pa
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType, _parse_datatype_string
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+
+from reasoning_udfs.spark_types import parse_type
 
 ERROR_MARKER = "AL_UDF_ROW_ERROR"
 
@@ -135,11 +137,6 @@ class ReasoningUDF:
 
     def import_path(self) -> str:
         return type(self).__module__
-
-
-def parse_type(ddl: str) -> DataType:
-    """A Spark DataType from DDL text (needs an active Spark session, as every caller has)."""
-    return _parse_datatype_string(ddl)
 
 
 def check_reason_type(name: str, dtype: DataType) -> None:

@@ -11,9 +11,9 @@ import pytest
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
-from materialization import StoreError, UDFError
-from segmenter import OrderTieError, UnknownSourceError, UnsupportedTaskError
-from segmenter.errors import LineageError
+from materialization.catalog import StoreError
+from materialization.execute import UDFError
+from segmenter.errors import LineageError, OrderTieError, UnknownSourceError, UnsupportedTaskError
 from tests.failing_udf import fragile
 from tracing import LineageSession, TargetNotFoundError
 
@@ -186,7 +186,8 @@ def test_store_path_that_is_a_file(spark: SparkSession, tmp_path: Path) -> None:
 
 
 def test_map_typed_reason_is_refused(spark: SparkSession) -> None:
-    from reasoning_udfs.udf import check_reason_type, parse_type
+    from reasoning_udfs.spark_types import parse_type
+    from reasoning_udfs.udf import check_reason_type
 
     with pytest.raises(TypeError, match="may not be a map"):
         check_reason_type("x", parse_type("struct<scores: map<string, double>>"))

@@ -10,6 +10,7 @@ import json
 import os
 import pty
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -69,16 +70,25 @@ def run_id(logged: tuple[str, str]) -> str:
 def commands(
     store: str, run_id: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, subprocess.CompletedProcess]:
-    """`al lineage --json`, a bad run id and a predicate that divides by zero as processes,
-    started together (each starts Spark)."""
+    """Commands as processes, started together: `al lineage --json`, `al report --sample`,
+    `al export` and a predicate naming no output column with no Java to start (answered in
+    process from the store's files), a bad run id, and a predicate that divides by zero
+    (which Spark judges)."""
     cwd = tmp_path_factory.mktemp("cwd")
     argvs = {
         "lineage": [AL, "lineage", run_id, "--store", store, "--where", "Judge = 'Reject'", "--json"],
+        "report": [AL, "report", run_id, "--store", store, "--sample", "2", "-o", str(cwd / "r.html")],
+        "export": [AL, "export", run_id, "--store", store],
+        "column": [AL, "lineage", run_id, "--store", store, "--where", "Judgement = 'Reject'"],
         "bad": [AL, "lineage", "r-no-such-run", "--store", store],
         "zero": [AL, "lineage", run_id, "--store", store, "--where", "count / 0 > 1"],
     }
+    no_java = {**os.environ, "JAVA_HOME": str(cwd / "no-java")}  # Spark could not start
     started = {
-        k: subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        k: subprocess.Popen(
+            argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=None if k in ("bad", "zero") else no_java,
+        )
         for k, argv in argvs.items()
     }
     done = {}
@@ -102,12 +112,37 @@ def test_runs_lists_the_run(store: str, run_id: str) -> None:
     code, out = _main("runs", "--store", store)
     assert code == 0
     header, row = out.splitlines()
-    assert header.split() == ["id", "strategy", "backend", "output_rows", "created", "task"]
+    assert header.split() == ["run_id", "strategy", "backend", "output_rows", "created", "task"]
     assert row.split()[:4] == [run_id, "fm", "lazy", "3"]
     assert row.split(maxsplit=5)[5].startswith('"""The paper\'s loan example as a task file'), row
     code, out = _main("runs", "--store", store, "--json")
     (listed,) = json.loads(out)  # the task's whole text, not the table's 60 characters
     assert code == 0 and "…" not in listed["task"] and "def task(als: LineageSession)" in listed["task"]
+
+
+def test_show_and_shell_completion(store: str, run_id: str) -> None:
+    """`al show` describes a run from its record; `al completion bash` completes commands,
+    options, an option's choices and run ids of the store named by --store."""
+    code, out = _main("show", run_id, "--store", store, "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["run_id"] == run_id and shown["output_rows"] == 3
+    assert sorted(shown["sources"]) == ["client", "debt", "loan"]
+    assert all(where.startswith("store snapshot file:") for where in shown["sources"].values())
+    assert shown["segments"][-1] == "segment 1 [Non-D] φ-π-⋈-σ  <- table client, table debt, table loan"
+    assert "def task(als: LineageSession)" in shown["task"]
+    code, out = _main("show", run_id, "--store", store)
+    assert code == 0 and out.startswith(f"run {run_id}: 3 output row(s) in ")
+    assert "\nsources:\n  client: store snapshot " in out and "\nsegments:\n  segment 0 " in out
+    code, script = _main("completion", "bash")
+    probes = [["al", "li"], ["al", "lineage", "--eng"], ["al", "lineage", "--engine", ""]]
+    probes.append(["al", "show", "--store", store, ""])
+    asked = "".join(
+        f"COMP_WORDS=({shlex.join(words)}); COMP_CWORD={len(words) - 1}; _al; echo \"${{COMPREPLY[*]}}\"\n"
+        for words in probes
+    )
+    done = subprocess.run(["bash"], input=script + asked, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["lineage", "--engine", "auto in-process spark", run_id]
 
 
 def test_lineage_json(commands: dict) -> None:
@@ -118,6 +153,24 @@ def test_lineage_json(commands: dict) -> None:
     assert [r["LoanID"] for r in answer["source_lineage"]["loan"]] == ["L02"]
     (call,) = answer["reasoning_lineage"]
     assert call["udf"] == "credit_rules" and call["reason"]["attributes"] == ["Debt", "LoanAmount"]
+
+
+def test_questions_answered_in_process_start_no_jvm(commands: dict, run_id: str) -> None:
+    """With no Java to start, a report of sampled rows, the OpenLineage event and a predicate
+    naming no output column (exit 2, the user's column names) are answered as
+    `al lineage --json` is above; Spark starts only where a question needs it."""
+    for name in ("report", "export"):
+        done = commands[name]
+        assert done.returncode == 0 and "starting Spark" not in done.stderr, done.stderr
+    assert commands["report"].stdout.startswith("wrote ")
+    assert run_id in Path(commands["report"].stdout.split()[1]).read_text()
+    assert json.loads(commands["export"].stdout) and run_id in commands["export"].stdout
+    done = commands["column"]
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines()[-1] == (
+        "al: error: invalid where=\"Judgement = 'Reject'\": no output column is named 'Judgement' "
+        "(the output's columns: Judge, count)"
+    )
 
 
 def test_lineage_as_parquet(store: str, run_id: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

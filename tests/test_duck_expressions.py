@@ -260,3 +260,21 @@ def test_the_engines_agree_on_the_predicates_people_type(spark: SparkSession, pr
     got = _duckdb(frame, list(accepted.values()))
     for k, (j, sql) in enumerate(accepted.items()):
         assert [r[j] for r in wanted] == [r[k] for r in got], f"{predicates[j]!r} (DuckDB: {sql})"
+
+
+def test_types_read_without_a_jvm_are_the_types_spark_reads(spark: SparkSession) -> None:
+    """A question in process reads column and reason types without Spark's parser
+    (reasoning_udfs/spark_types.py): each is the DataType Spark's parser gives, for the
+    columns above and every declared model's value and reason types; other DDL goes to Spark."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    from reasoning_udfs.spark_types import parse_type
+    from reasoning_udfs.udf import declared_udfs, load_declared
+
+    udfs = [load_declared(name) for name in declared_udfs()]
+    ddls = {c.split(" ", 1)[1] for c in f"{SCHEMA}, {PREDICATE_SCHEMA}".split(", ")}
+    ddls |= {t for u in udfs if u is not None for t in (u.value_type, u.reason_type)}
+    ddls |= {"decimal", "map<string, array<bigint>>", "struct<`a b`: tinyint, c smallint>", "varchar(3)"}
+    assert len(ddls) > 15
+    for ddl in sorted(ddls):
+        assert parse_type(ddl) == _parse_datatype_string(ddl), ddl

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from segmenter import OrderTieError
+from segmenter.errors import OrderTieError
 from tests.oracle import (
     BINARY,
     DB,

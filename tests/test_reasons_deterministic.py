@@ -17,9 +17,10 @@ from reasoning_udfs.face_recognition import face_recognition
 from reasoning_udfs.loan_rules import credit_rules
 from reasoning_udfs.name_from_path import name_from_path
 from reasoning_udfs.person_detection import person_detection
+from reasoning_udfs.spark_types import parse_type
 from reasoning_udfs.text_rules import keyword_sentiment
 from reasoning_udfs.text_sentiment import text_sentiment
-from reasoning_udfs.udf import ReasoningUDF, parse_type
+from reasoning_udfs.udf import ReasoningUDF
 
 FACES = "lfw_sample/George_W_Bush/George_W_Bush_0007.jpg", "lfw_sample/Colin_Powell/Colin_Powell_0006.jpg"
 PHOTOS = "coco_sample/images/val2017/000000000785.jpg", "coco_sample/images/val2017/000000000285.jpg"

@@ -29,8 +29,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cda_workload.command_line.cli import main
-from materialization import StoreError
-from materialization.catalog import check_run_id
+from materialization.catalog import StoreError, check_run_id
 from materialization.integrity import IntegrityError
 from materialization.locations import local_path
 from segmenter.errors import LineageError

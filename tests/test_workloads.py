@@ -17,7 +17,7 @@ from cda_workload.workloads.cda_queries import AS_WRITTEN, QUERIES, query_names
 from cda_workload.workloads.extended_tpch import generate_extended, image_pool, review_pool
 from cda_workload.workloads.lfw import generate_lfw
 from models.paths import data_dir
-from segmenter import segment
+from segmenter.segments import segment
 from tracing import LineageSession
 
 SF = 0.01

@@ -13,7 +13,7 @@ a file through a subquery.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -21,8 +21,10 @@ from pyspark.errors import ParseException
 from pyspark.sql import SparkSession
 
 from materialization.catalog import StoreError
+from materialization.duck_expressions import NotInProcess, NotInQuestions, output_predicate
+from materialization.spark import SparkOf
 from segmenter.errors import LineageError
-from segmenter.operators import Expr, Task, from_dict
+from segmenter.operators import Col, Expr, Task, from_dict
 
 # Catalyst's parsed expression classes a predicate may contain
 NODES = frozenset(
@@ -107,20 +109,41 @@ def check_bounded(text: str, what: str, chars: int, operators: int, depth: int) 
         raise LineageError(f"{what} nests parentheses {deepest:,} deep (at most {depth})")
 
 
-def check_where(spark: SparkSession, where: str) -> str:
-    """``where`` if it is a predicate made of the allowed parts, else a one-line error naming
-    the first part that is not."""
+def check_question(where: str, output: Sequence[Col], spark_of: SparkOf) -> None:
+    """:func:`check_where` for a question about a run's ``output``, with no JVM where the
+    in-process engine's allow-list takes the predicate (it is narrower: every part it
+    evaluates is one a question may hold); Spark's parser judges the rest."""
+    _check_text(where)
+    try:
+        output_predicate(where, output)
+    except NotInQuestions as e:
+        raise LineageError(_refusal(where, e.part)) from None
+    except NotInProcess:
+        check_where(spark_of(), where)
+
+
+def _check_text(where: str) -> None:
     if not isinstance(where, str) or not where.strip():
         raise LineageError(f"invalid where={where!r}: give a SQL predicate over the output's columns")
     check_bounded(where, "where=", WHERE_CHARS, WHERE_OPERATORS, WHERE_DEPTH)
+
+
+def check_where(spark: SparkSession, where: str) -> str:
+    """``where`` if it is a predicate made of the allowed parts, else a one-line error naming
+    the first part that is not."""
+    _check_text(where)
     refused = _first_refused(_parse(spark, where, f"invalid where={where!r}"), _question_refuses)
     if refused:
-        raise LineageError(
-            f"invalid where={where!r}: {refused} is not allowed in a question (a predicate over "
-            "the output's columns: comparisons, AND/OR/NOT, IN, LIKE, IS NULL, arithmetic, "
-            "CASE, CAST and built-in string, number and date functions)"
-        )
+        raise LineageError(_refusal(where, refused))
     return where
+
+
+def _refusal(where: str, part: str) -> str:
+    return (
+        f"invalid where={where!r}: {part} is not allowed in a question (a predicate over "
+        "the output's columns: comparisons, AND/OR/NOT, IN, LIKE, IS NULL, arithmetic, "
+        "CASE, CAST and built-in string, number and date functions)"
+    )
 
 
 def stored_task(record: dict[str, Any], run_id: str, spark: Callable[[], SparkSession]) -> Task:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.errors import AnalysisException, ParseException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from materialization.capture import LID, at_key, lid_columns, lid_of
 from materialization.compile import ROW_ID, ref
@@ -28,6 +28,7 @@ from materialization.duck_plan import column_types
 from materialization.indexes import DIFF, SEG, TABLE, index_name
 from materialization.locations import local_path
 from materialization.provrc.tuples import FN
+from materialization.spark import SparkOf
 from materialization.store import ResultsStore
 from segmenter.errors import LineageError
 from segmenter.operators import Function, Source, Task
@@ -98,16 +99,15 @@ class EagerIndex:
     """The captured lineage of one eager (or compressed) run."""
 
     def __init__(
-        self, spark: SparkSession, store: ResultsStore, record: dict[str, Any], task: Task, root: Segment,
+        self, spark_of: SparkOf, store: ResultsStore, record: dict[str, Any], task: Task, root: Segment,
         storage: str = "pairs",
     ):
-        self.spark = spark
         self.run_dir = store.run_dir(record["run_id"])
         self.record = record
         self.task = task
         self.root = root
         self.meta = record["capture"]
-        self.reader = ParquetReader(spark, local_path(self.run_dir) is not None)
+        self.reader = ParquetReader(spark_of, local_path(self.run_dir) is not None)
         self.lazy_reasons = record.get("reasons") == "lazy"  # models ran in normal mode: no reason stored
         self.sources = {n.table: n for n in task.root.walk() if isinstance(n, Source)}
         self.storage = storage

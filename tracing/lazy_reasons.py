@@ -24,7 +24,8 @@ from materialization.duck_expressions import SqlType, typed_duckdb
 from materialization.duck_plan import quoted
 from materialization.integrity import add_to_record, listed_cache
 from materialization.locations import local_path, sql_string
-from reasoning_udfs.udf import lookup, parse_type
+from reasoning_udfs.spark_types import parse_type
+from reasoning_udfs.udf import lookup
 from segmenter.errors import LineageError
 from segmenter.operators import Function
 

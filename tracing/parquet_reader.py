@@ -21,6 +21,7 @@ from materialization.duck_expressions import register_functions
 from materialization.duck_plan import quoted, source_scan
 from materialization.locations import local_path, parquet_scan
 from materialization.provrc import Boxes
+from materialization.spark import SparkOf
 from segmenter.operators import Source
 
 IN_LIST_MAX = 300  # key values up to this many also filter the scan as literals (see _in_list)
@@ -58,9 +59,10 @@ def _in_list(keys: pa.Table) -> str:
 
 
 class ParquetReader:
-    def __init__(self, spark: SparkSession | None, local: bool) -> None:
-        """``spark`` may be None where only a local store is read (inside a Spark task)."""
-        self.spark = spark
+    def __init__(self, spark_of: SparkOf | None, local: bool) -> None:
+        """``spark_of`` (the session, started when a read needs Spark) may be None where
+        only a local store is read (inside a Spark task)."""
+        self.spark_of = spark_of
         self.local = local
         self._con: duckdb.DuckDBPyConnection | None = None
         self._loaded: dict[str, str] = {}  # folder -> what a query reads it as
@@ -74,8 +76,12 @@ class ParquetReader:
             self._con.execute("SET parquet_metadata_cache = true")
         return self._con
 
+    @property
+    def spark(self) -> SparkSession:
+        assert self.spark_of is not None
+        return self.spark_of()
+
     def _read(self, uri: Rows) -> DataFrame:
-        assert self.spark is not None
         if isinstance(uri, Source):
             return source_rows(self.spark, uri)
         return self.spark.read.parquet(uri)

@@ -24,10 +24,9 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import duckdb
-import pandas as pd
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -36,14 +35,16 @@ from materialization import duck, fingerprints
 from materialization.capture import Capture
 from materialization.compile import aliased, ident, read_columns, ref, source_rows, visible
 from materialization.compressed_index import COMPRESSED
-from materialization.duck_expressions import NotInProcess
+from materialization.duck_expressions import NotInProcess, register_functions
+from materialization.duck_plan import quoted
 from materialization.execute import execute_run, translate_task_errors
 from materialization.fingerprints import check_fingerprints, fingerprint
 from materialization.formulas import VAR, refuse_unsound, root_vars
 from materialization.integrity import Check, budget, check_run, check_snapshot
+from materialization.locations import local_path, parquet_scan
 from materialization.restore import Restorer
 from materialization.settle import settle
-from materialization.spark import spark_session, tuned_for_lookups
+from materialization.spark import SparkOf, spark_session, tuned_for_lookups
 from materialization.store import DERIVED, ResultsStore, Uncertainty, new_id
 from materialization.strategies import check_reasons, check_strategy, resolve_reasons
 from models.checksums import changed_weights, udf_models
@@ -60,7 +61,7 @@ from tracing.allowed_sql import (
     TASK_DEPTH,
     TASK_OPERATORS,
     check_bounded,
-    check_where,
+    check_question,
     stored_task,
 )
 from tracing.confidence.answer import ConfidenceAnswer
@@ -81,12 +82,15 @@ from tracing.regions import RegionLineage, region_lineage
 from tracing.task_code import with_code
 from tracing.tracking import Option, track
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 BACKENDS = ("lazy", "eager", "compressed", "confidence")
 SNAPSHOTS = ("in-place", "copy")  # how sources of the user's files are read
 CAPTURED = {"eager": "pairs", "compressed": "provrc"}  # captured backends -> their index storage
 BUDGET = 20_000  # Shannon expansions an exact evaluation may take before "auto" samples
 
-TableData = DataFrame | pd.DataFrame | str
+TableData: TypeAlias = "DataFrame | pd.DataFrame | str"  # pandas imported when a table is registered
 
 
 class LineageSession:
@@ -96,22 +100,33 @@ class LineageSession:
         store: str = "al_store",
         progress: Callable[[str], None] | None = None,
         mlflow: Option = None,
+        start_spark: SparkOf = spark_session,
     ) -> None:
         """``mlflow``: each run is logged into the active MLflow run when there is one (None);
-        True, a folder or a tracking URI also starts one per run otherwise; False: never."""
+        True, a folder or a tracking URI also starts one per run otherwise; False: never.
+        Without ``spark``, ``start_spark`` makes the session when something first needs it:
+        questions a local store answers in process never start a JVM."""
         if spark is not None and type(spark).__module__.startswith("pyspark.sql.connect"):
             raise LineageError(
                 "Spark Connect sessions are not supported: lineage is read from Spark's analyzed plan "
                 "through the driver's JVM, which a Connect client has not; use a classic SparkSession "
                 "(SparkSession.builder.master(...).getOrCreate(), or LineageSession() to make one)"
             )
-        self.spark = spark or spark_session()
+        self.started_spark = spark  # None until a session is needed
+        self._start_spark = start_spark
         self.mlflow = mlflow
         self.scale_factor: float | None = None  # logged with each run when a workload sets it
-        self.store = ResultsStore(self.spark, store)
+        self.store = ResultsStore(lambda: self.spark, store)
         if not self.store.catalog.exists():
             self.store.check_writable()  # a new store is made now; an existing one may be read-only
         self.progress = progress or (lambda msg: None)
+
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session, started on first use."""
+        if self.started_spark is None:
+            self.started_spark = self._start_spark()
+        return self.started_spark
 
     # --- sources ------------------------------------------------------------------------------
     def register_table(
@@ -130,6 +145,8 @@ class LineageSession:
         uncertain: that column holds each row's probability (rows independent), and rows with
         equal ``alternatives`` values are mutually exclusive alternatives of one fact. A name
         registered before with other columns needs ``replace=True``."""
+        import pandas as pd  # deferred: a question from the command line needs no pandas
+
         keys = [key] if isinstance(key, str) else list(key) if key else None
         if isinstance(data, pd.DataFrame):
             _check_pandas(name, data, keys or [])
@@ -353,8 +370,11 @@ class Run:
         self._indexes: dict[str, EagerIndex] = {}
 
     @property
-    def id(self) -> str:
+    def run_id(self) -> str:
+        """The run's id, as its answers (``lin.run_id``), every JSON and `al` name it."""
         return self.record["run_id"]
+
+    id = run_id  # the short name
 
     @property
     def models(self) -> dict[str, dict[str, str]]:
@@ -382,7 +402,7 @@ class Run:
     def _restorer(self) -> Restorer:
         """Reads the run's stored segments; made once, as it works out which segments share
         files (5 ms of CDA Q9's 110 ms question)."""
-        return Restorer(self.session.spark, self.dir, self.record["stored"], self.root)
+        return Restorer(lambda: self.session.spark, self.dir, self.record["stored"], self.root)
 
     @cached_property
     def _stored_output(self) -> DataFrame:
@@ -404,7 +424,7 @@ class Run:
             )
         if storage not in self._indexes:
             self._indexes[storage] = EagerIndex(
-                self.session.spark, self.session.store, self.record, self.task, self.root, storage
+                lambda: self.session.spark, self.session.store, self.record, self.task, self.root, storage
             )
         return self._indexes[storage]
 
@@ -472,6 +492,8 @@ class Run:
         Spark's answers exactly."""
         self._check_choice(where, rows, sample)
         self._check_sources()
+        if sample is not None:
+            rows = self._sampled(sample, seed)
         backend = backend or self.backend
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -481,14 +503,14 @@ class Run:
                 "probabilities; run the task with backend='confidence'"
             )
         advice = "set it higher, or ask with backend='lazy', engine='spark'"
-        with tuned_for_lookups(self.session.spark), duck.bounded("answering in process", advice):
+        with tuned_for_lookups(self.session.started_spark), duck.bounded("answering in process", advice):
             if backend in CAPTURED:
-                found = self._eager_lineage(self._index(backend), where, rows, sample, seed)
+                found = self._eager_lineage(self._index(backend), where, rows)
             else:
                 engine = engine or os.environ.get("AL_TRACING_ENGINE", "auto")
-                found = self._lineage(where, rows, sample, seed, engine)
+                found = self._lineage(where, rows, engine)
         found.warnings = list(self.warnings)
-        found.origins = self._origins()
+        found.origins = self.origins()
         found.output = self.task.output
         return found
 
@@ -536,7 +558,8 @@ class Run:
             raise ValueError("give table= (source rows) or udf= (model decisions)")
         self._check_sources()
         index = self._index(backend or self.backend)
-        with tuned_for_lookups(self.session.spark), duck.bounded("answering in process", "set it higher"):
+        tuned = tuned_for_lookups(self.session.started_spark)
+        with tuned, duck.bounded("answering in process", "set it higher"):
             if udf is not None:
                 if ids is not None:
                     raise ValueError("model decisions are chosen with where=, not ids=")
@@ -561,7 +584,7 @@ class Run:
                 f"run {self.id} kept no boolean lineage (backend {self.backend!r}); "
                 "run the task with backend='confidence' to ask how likely its rows are"
             )
-        return FormulaStore(self.session.spark, self.dir, self.record["confidence"])
+        return FormulaStore(lambda: self.session.spark, self.dir, self.record["confidence"])
 
     def confidence(
         self,
@@ -584,8 +607,10 @@ class Run:
         influential facts to name."""
         self._check_choice(where, rows, sample)
         store = self.formulas
+        if sample is not None:
+            rows = self._sampled(sample, seed)
         with value_errors(where):
-            chosen = self._confidence_targets(self._choose(where, rows, sample, seed))
+            chosen = self._confidence_targets(self._choose(where, rows))
         return row_confidences(
             store, chosen, algorithm, explain,
             method=method, epsilon=epsilon, delta=delta, seed=seed, budget=budget,
@@ -631,7 +656,7 @@ class Run:
         return always_together(f1, f2, self.formulas.facts)
 
     def _two_formulas(self, row_a: Any, row_b: Any) -> tuple[Formula, Formula]:
-        targets = [self._confidence_targets(self._choose(None, [row], None, 0))[0] for row in (row_a, row_b)]
+        targets = [self._confidence_targets(self._choose(None, [row]))[0] for row in (row_a, row_b)]
         f1, f2 = expanded(self.formulas, targets)
         return f1, f2
 
@@ -652,33 +677,27 @@ class Run:
             grouped.setdefault(tuple(r[n] for n in names), set()).add(r[VAR])
         return [(dict(zip(names, values)), sorted(ids)) for values, ids in grouped.items()]
 
-    def _eager_lineage(
-        self, index: EagerIndex, where: str | None, rows: Any, sample: int | None, seed: int
-    ) -> AugmentedLineage:
+    def _eager_lineage(self, index: EagerIndex, where: str | None, rows: Any) -> AugmentedLineage:
         with value_errors(where):
             if rows is not None:
                 targets, lids = index.rows_targets(self._given_rows(rows))
-            elif where is None and sample is None:
+            elif where is None:
                 targets, lids = index.targets(None)
-            elif sample is None:
+            else:
                 try:
                     targets, lids = index.where_targets(where)
                 except NotInProcess:  # a predicate DuckDB might judge otherwise: Spark chooses
-                    targets, lids = index.targets(self._choose(where, None, None, seed))
-            else:
-                targets, lids = index.targets(self._choose(where, None, sample, seed))
+                    targets, lids = index.targets(self._choose(where, None))
         if not lids:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         return index.backward(targets, lids)
 
-    def _lineage(
-        self, where: str | None, rows: Any, sample: int | None, seed: int, engine: str
-    ) -> AugmentedLineage:
+    def _lineage(self, where: str | None, rows: Any, engine: str) -> AugmentedLineage:
         complete = self.record["mode"] == "reasoning"
         restorer = self._restorer
         tracer = choose_engine(self.root, restorer, complete, engine)
         with value_errors(where):
-            chosen, df = self._targets(tracer, where, rows, sample, seed)
+            chosen, df = self._targets(tracer, where, rows)
         if chosen.count == 0:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         with translate_task_errors():
@@ -689,24 +708,22 @@ class Run:
                 if engine == "in-process":
                     raise
                 tracer = SparkEngine(restorer)
-                chosen, df = self._targets(tracer, where, rows, sample, seed)
+                chosen, df = self._targets(tracer, where, rows)
                 result = self._derive(tracer, chosen, complete)
         result.targets = tracer.named(chosen.rows, self.task.output, distinct=False)
         result.keys = _source_keys(self.task)
         result.run_id = self.id
         if self.backend == "confidence":
-            df = df if df is not None else self._choose(where, rows, sample, seed)
+            df = df if df is not None else self._choose(where, rows)
             with value_errors(where):
                 chosen_rows = self._confidence_targets(df)
             result.confidence = row_confidences(self.formulas, chosen_rows)
         return result
 
-    def _targets(
-        self, tracer: Engine, where: str | None, rows: Any, sample: int | None, seed: int
-    ) -> tuple[Settled, DataFrame | None]:
+    def _targets(self, tracer: Engine, where: str | None, rows: Any) -> tuple[Settled, DataFrame | None]:
         """The chosen output rows (by column id) as the engine's relation: read in process
         where the engine can, else chosen by Spark (then also returned as a DataFrame)."""
-        if isinstance(tracer, DuckEngine) and sample is None:
+        if isinstance(tracer, DuckEngine):
             given = self._given_rows(rows) if rows is not None else None
             try:
                 task = self.task
@@ -714,7 +731,7 @@ class Run:
                 return picked, None
             except (NotInProcess, duckdb.OutOfMemoryException):
                 pass  # a predicate DuckDB might judge otherwise (or out of its memory): Spark chooses
-        df, count, local = settle(self._choose(where, rows, sample, seed))
+        df, count, local = settle(self._choose(where, rows))
         ids = df.selectExpr(*[ident(c.id) for c in self.task.root.columns])
         rows = (local if local is not None else ids.toArrow()).select(ids.columns)
         return Settled(tracer.targets(ids, rows), count, rows), df
@@ -732,7 +749,7 @@ class Run:
         result.engine = engine.name
         return result
 
-    def _origins(self) -> dict[str, dict[str, Any]]:
+    def origins(self) -> dict[str, dict[str, Any]]:
         """Where each table read in place lives, for answers to name (and to place a keyless
         row: its ``_rid`` is its file's place in ``files`` << 40 | its row in the file)."""
         leaves = [n for n in self.task.root.walk() if isinstance(n, Source) and n.files is not None]
@@ -757,26 +774,40 @@ class Run:
         if sum(x is not None for x in (where, rows, sample)) > 1:
             raise ValueError("give at most one of where=, rows=, sample=")
         if where is not None:
-            check_where(self.session.spark, where)
+            check_question(where, self.task.output, lambda: self.session.spark)
         if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
             raise ValueError(f"sample= is a number of output rows, at least 1 (got {sample!r})")
 
-    def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:
+    def _choose(self, where: str | None, rows: Any) -> DataFrame:
         out = self._stored_output
-        named = out.selectExpr(
-            *map(ident, out.columns), *[aliased(ident(c.id), c.name) for c in self.task.output]
-        )
         if where is not None:
-            chosen = filter_where(named, where)
-        elif rows is not None:
-            chosen = self._rows(out, rows)
-        elif sample is not None:
-            match = [ref(c.id) for c in self.task.root.match_columns()]
-            order = F.xxhash64(F.lit(seed), *match)
-            chosen = named.orderBy(order).limit(sample)
-        else:
-            chosen = named
-        return chosen.selectExpr(*map(ident, out.columns))
+            named = out.selectExpr(
+                *map(ident, out.columns), *[aliased(ident(c.id), c.name) for c in self.task.output]
+            )
+            return filter_where(named, where).selectExpr(*map(ident, out.columns))
+        return self._rows(out, rows) if rows is not None else out
+
+    def _sampled(self, sample: int, seed: int) -> list[tuple[Any, ...]]:
+        """``sample`` output rows (values in output order) drawn by ``seed``: ordered by a
+        hash of each row's values, the same rows whichever engine or backend answers, picked
+        by DuckDB from a local store (no JVM), else by Spark."""
+        match = [c.id for c in self.task.root.match_columns()]
+        shown = [c.id for c in self.task.output]
+        path = local_path(self._output_path)
+        if path is None:
+            order = F.xxhash64(F.lit(seed), *map(ref, match))
+            picked = self._stored_output.orderBy(order).limit(sample).select(*map(ref, shown)).collect()
+            return [tuple(r) for r in picked]
+        hashed = ", ".join(quoted(c) for c in match)
+        sql = (
+            f"SELECT {', '.join(quoted(c) for c in shown)} FROM {parquet_scan(path)} "
+            f"ORDER BY hash({int(seed)}, {hashed}) LIMIT {int(sample)}"
+        )
+        con = duck.cursor("questions", register_functions)
+        try:
+            return con.execute(sql).fetchall()
+        finally:
+            con.close()
 
     def _given_rows(self, rows: Any) -> list[dict[str, Any]]:
         """``rows=`` (dicts by output column name, or tuples of every value in order), checked,

@@ -6,6 +6,7 @@
     al report RUN_ID --sample 3 -o report.html         a self-contained HTML audit report
     al gc --store al_store [--apply]                   what no run will read again (dry run)
     al verify RUN_ID... | --all                        check stored files against their digests
+    al show RUN_ID                                     what a run is: task, sources, models, segments
     al export RUN_ID --format openlineage              the run as an OpenLineage RunEvent (JSON)
     al demo                                            CDA queries with real models, explained
     al bench --queries Q3,Q9                           the benchmark of section 7
@@ -24,6 +25,7 @@ from importlib.metadata import version
 
 from cda_workload.command_line.cli_lineage import add_lineage_commands
 from cda_workload.command_line.cli_workload import add_workload_commands
+from cda_workload.command_line.completion import bash_script
 from cda_workload.command_line.progress import Progress
 from segmenter.errors import LineageError
 
@@ -40,6 +42,13 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--verbose", action="store_true", help="show the stack trace of an error")
     add_lineage_commands(sub, common)
     add_workload_commands(sub, common)
+    p = sub.add_parser(
+        "completion",
+        parents=[common],
+        help="print a shell completion script: eval \"$(al completion bash)\" in ~/.bashrc",
+    )
+    p.add_argument("shell", choices=["bash"], help="the shell (bash; zsh reads it after bashcompinit)")
+    p.set_defaults(func=lambda args, progress: print(bash_script(parser()), end=""))
     return top
 
 

@@ -47,7 +47,7 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
             r = catalog.read_run(run_id)
             rows.append(
                 {
-                    "id": r["run_id"],
+                    "run_id": r["run_id"],
                     "strategy": r["strategy"],
                     "backend": r.get("backend", "lazy"),
                     "output_rows": r["output"]["rows"],
@@ -71,6 +71,58 @@ def list_runs(args: argparse.Namespace, progress: Progress) -> None:
     print("  ".join(k.ljust(w) for k, w in widths.items()))
     for r in rows:
         print("  ".join(str(r[k]).ljust(w) for k, w in widths.items()))
+
+
+def show(args: argparse.Namespace, progress: Progress) -> None:
+    """`al show RUN_ID`: what a run is (its task, sources, models, segments and what it
+    stored), from its record, checked as a question checks it; no Spark."""
+    from segmenter.operators import Source
+
+    run = _open_run(args, progress)
+    record = run.record
+    origins = run.origins()
+    sources = {}
+    for leaf in run.task.root.walk():
+        if isinstance(leaf, Source) and leaf.table not in sources:
+            where = origins.get(leaf.table)
+            sources[leaf.table] = (
+                f"{where['format']} read in place: {where['location']} ({len(where['files'])} file(s))"
+                if where is not None and not where["copy"]
+                else f"store snapshot {leaf.snapshot}"
+            )
+    shown = {
+        "run_id": run.id,
+        "strategy": run.strategy,
+        "backend": run.backend,
+        "reasons": record.get("reasons", ""),
+        "created": record.get("created", ""),
+        "task_seconds": round(record["task_seconds"], 3),
+        "output_rows": record["output"]["rows"],
+        "stored_tuples": run.stored_tuples,
+        "stored_bytes": run.stored_bytes,
+        "index_bytes": run.index_bytes,
+        "task": record["task"].get("text") or _task_line(record["task"], None),
+        "sources": sources,
+        "models": run.models,
+        "segments": run.segments().splitlines(),
+    }
+    if args.json:
+        print(json.dumps(shown, indent=2))
+        return
+    print(
+        f"run {run.id}: {shown['output_rows']} output row(s) in {shown['task_seconds']:.1f} s, created "
+        f"{shown['created']}\n  strategy {run.strategy}, backend {run.backend}, reasons {shown['reasons']}; "
+        f"stored {run.stored_tuples:,} tuples ({run.stored_bytes:,} bytes), lineage indexes "
+        f"{run.index_bytes:,} bytes"
+    )
+    print("task:", *(f"  {line}".rstrip() for line in shown["task"].strip().splitlines()), sep="\n")
+    print("sources:", *(f"  {name}: {what}" for name, what in sources.items()), sep="\n")
+    models = [
+        f"  {udf}: {m.get('weights') or '(no weights file)'}, sha256 {m.get('sha256', '-')}"
+        for udf, m in run.models.items()
+    ]
+    print("models:", *(models or ["  (none)"]), sep="\n")
+    print("segments:", *(f"  {line}" for line in shown["segments"]), sep="\n")
 
 
 def _task_line(task: dict[str, Any], width: int | None) -> str:
@@ -301,6 +353,16 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     p = sub.add_parser("runs", parents=[common, store], help="list the runs in a store")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=list_runs)
+
+    p = sub.add_parser(
+        "show",
+        parents=[common, store],
+        help="what a run is: its task, sources, models, segments and what it stored",
+        description="A run as its record describes it, checked as a question checks it; no Spark.",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="a run id, as `al runs` lists them")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=show)
 
     p = sub.add_parser(
         "gc",

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from cda_workload.command_line.progress import Progress
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from materialization.catalog import StoreCatalog
     from tracing import LineageSession
 
@@ -28,15 +30,21 @@ def existing_store(store: str) -> StoreCatalog:
 def open_session(
     store: str, progress: Progress, verbose: bool = False, question: bool = False
 ) -> LineageSession:
-    """A session on ``store``; Spark's own log (a failed task's Java and Python traces, the
-    cause of which the command prints in one line) only with ``verbose``. For a ``question``
-    about a stored run the JVM compiles with C1 only, unless ``$AL_JAVA_OPTIONS`` says
-    otherwise (`al lineage` on the loan example: 19.5-20.2 s → 15.0 s)."""
-    from materialization.spark import SHORT_LIVED_JAVA, spark_session
-    from tracing import LineageSession  # deferred: `al --help` should not start a JVM
+    """A session on ``store`` whose Spark starts when something first needs it (a question
+    answered in process never does); Spark's own log (a failed task's Java and Python traces,
+    the cause of which the command prints in one line) only with ``verbose``. For a
+    ``question`` about a stored run the JVM compiles with C1 only, unless
+    ``$AL_JAVA_OPTIONS`` says otherwise (`al lineage` on the loan example: 19.5-20.2 s →
+    15.0 s), and runs with the settings of small lineage queries."""
+    from materialization.spark import LOOKUP_CONF, SHORT_LIVED_JAVA, spark_session
+    from tracing import LineageSession  # deferred: `al --help` should not import Spark
 
-    java = SHORT_LIVED_JAVA if question else None
-    with progress.working("starting Spark"):
-        als = LineageSession(spark_session(java_options=java), store=store, progress=progress.say)
-        als.spark.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
-    return als
+    def start() -> SparkSession:
+        with progress.working("starting Spark"):
+            spark = spark_session(
+                java_options=SHORT_LIVED_JAVA if question else None, conf=LOOKUP_CONF if question else None
+            )
+            spark.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
+        return spark
+
+    return LineageSession(store=store, progress=progress.say, start_spark=start)

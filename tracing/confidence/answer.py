@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from tracing import views
 from tracing.confidence.estimate import Estimate
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMULA_CHARS = 300
 
@@ -79,6 +80,8 @@ class ConfidenceAnswer:
 
     def to_pandas(self) -> pd.DataFrame:
         """One line per row: its values, probability, method and the decisive fact."""
+        import pandas as pd  # deferred: a question from the command line needs no pandas
+
         records = []
         for r in self.rows:
             top = r.weights[0].fact if r.weights else None

@@ -10,9 +10,8 @@ through the file system, so the store must be one the executors can read as file
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -20,6 +19,9 @@ from materialization.locations import local_path
 from segmenter.errors import LineageError
 from tracing.confidence.rows import ALGORITHMS, target_graph
 from tracing.confidence.store import FormulaStore
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROW = "__row"
 RESULT_SCHEMA = f"{ROW} long, probability double, method string, samples long, seconds double"
@@ -51,6 +53,8 @@ def batch_confidences(
     targets = targets.repartition(partitions or rows.sparkSession.sparkContext.defaultParallelism)
 
     def evaluate(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        import pandas as pd  # in Spark's worker (a question from the command line needs no pandas)
+
         store = FormulaStore(None, run_dir, meta)
         for batch in batches:
             wanted = [({}, list(v)) for v in batch["vars"]]

@@ -13,19 +13,19 @@ from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 
 from materialization.locations import local_path
+from materialization.spark import SparkOf
 from tracing.confidence.facts import Facts
 from tracing.confidence.formula import Formula, Var, conj, disj, neg
 from tracing.parquet_reader import ParquetReader
 
 
 class FormulaStore:
-    def __init__(self, spark: SparkSession | None, run_dir: str, meta: dict[str, Any]) -> None:
-        """``spark`` may be None inside a Spark task: a local store is read by DuckDB alone."""
+    def __init__(self, spark_of: SparkOf | None, run_dir: str, meta: dict[str, Any]) -> None:
+        """``spark_of`` may be None inside a Spark task: a local store is read by DuckDB alone."""
         self.meta = meta
-        self.reader = ParquetReader(spark, local_path(run_dir) is not None)
+        self.reader = ParquetReader(spark_of, local_path(run_dir) is not None)
         runs = [run_dir, *meta.get("upstream", [])]  # earlier runs whose output it read
         self.lineage_uris = [f"{r}/{meta['lineage']}" for r in runs]
         self.facts_uris = [f"{r}/{meta['facts']}" for r in runs]

@@ -27,7 +27,7 @@ class SparkEngine:
 
     def __init__(self, restorer: Restorer) -> None:
         self.restorer = restorer
-        self.spark = restorer.spark
+        self.spark = restorer.spark_of()
         # DataFrames this engine made from rows it collected, with those rows: their source
         # rows are renamed in process rather than by a Spark job (see :meth:`named`). Each
         # dict keeps its keys' objects alive, so an id names one object.

@@ -22,7 +22,6 @@ from tracing.confidence.answer import ConfidenceAnswer
 from tracing.forward import ForwardLineage
 from tracing.lineage import AugmentedLineage
 from tracing.present.html import confidence_html, forward_html, fragment, lineage_html, run_html
-from tracing.present.openlineage_event import openlineage_event
 from tracing.present.regions import region_answer_html, region_forward_html
 from tracing.region_answers import RegionAnswer, RegionForward
 from tracing.session import Run
@@ -37,4 +36,6 @@ views.html.register(RegionForward, region_forward_html)
 
 @views.openlineage.register
 def _run_event(run: Run, namespace: str | None = None) -> dict[str, Any]:
+    from tracing.present.openlineage_event import openlineage_event  # its client takes 0.25 s to import
+
     return openlineage_event(run.record, run.task, run.session.store.uri, namespace)

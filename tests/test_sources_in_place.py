@@ -319,9 +319,11 @@ def test_the_own_job_example_runs_as_written(
     als = LineageSession(spark, store=str(tmp_path / "store"))  # its audit report, as al report writes it
     (run_id,) = als.runs()
     run = als.load_run(run_id)
-    rows = run.lineage(where="segment = 'enterprise'").rows  # each mood's row apart: in process
-    page = write_text(audit_report(run, rows, run.models), tmp_path / "own-job-report.html")
+    asked = "segment = 'enterprise'"
+    rows = run.lineage(where=asked).rows  # each mood's row apart: in process
+    page = write_text(audit_report(run, rows, run.models, asked), tmp_path / "own-job-report.html")
     html = page.read_text()
+    assert "those where <code>segment = &#39;enterprise&#39;</code>" in html
     assert len(rows) > 1 and not INTERNAL.search(html), INTERNAL.search(html)  # the user's names only
     assert "the left outer join of orders and reviews: they gave no value" in html  # control rows, counted
     assert "mood = keyword_sentiment(text)" in html and "<th>file</th><th>row</th>" in html

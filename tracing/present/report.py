@@ -31,17 +31,21 @@ HEADING = 120  # characters of an output row shown in its section's heading (the
 Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksum}
 
 
-def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models | None = None) -> str:
+def audit_report(
+    run: Run, lineages: Sequence[AugmentedLineage], models: Models | None = None, question: str | None = None
+) -> str:
     """The report as an HTML document written for an auditor: the rows asked about first,
     each with its model decisions and reasons and the source rows it was made from, then,
     folded, how the run computed them. ``lineages`` holds one answer per output row shown
     (or one answer for a set of rows). The page is a Jinja2 template (autoescaped); the
-    parts drawn by :mod:`tracing.present.html` come in as HTML already escaped there."""
+    parts drawn by :mod:`tracing.present.html` come in as HTML already escaped there.
+    ``question``: how the rows were chosen (``--where``'s predicate), said at the top."""
     steps = run_steps(run)
     asked = _distinct_questions(lineages)
     return _template().render(
         title=_title(lineages),
         lead=_lead(run, len(lineages)),
+        question=question,
         generated=f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
         style=STYLE + PAGE_STYLE,
         warnings=run.warnings,

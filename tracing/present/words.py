@@ -24,7 +24,8 @@ def step_names(root: Segment, user_names: Iterable[str]) -> dict[int, str]:
         words = _step(seg, names)
         seen[words] = seen.get(words, 0) + 1
         if seen[words] > 1:
-            words = f"{words} (use {seen[words]})"
+            n = seen[words]
+            words = f"{words} ({n}{ {2: 'nd', 3: 'rd'}.get(n, 'th')} use)"
         found[seg.id] = words
         if seg.kind == "outer":
             found[seg.check_id] = words

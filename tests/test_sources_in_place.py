@@ -327,4 +327,5 @@ def test_the_own_job_example_runs_as_written(
     assert len(rows) > 1 and not INTERNAL.search(html), INTERNAL.search(html)  # the user's names only
     assert "the left outer join of orders and reviews: they gave no value" in html  # control rows, counted
     assert "mood = keyword_sentiment(text)" in html and "<th>file</th><th>row</th>" in html
+    assert "read: orders part-0.parquet rows " in html  # what a call read, by file and row too
     first_screens(page, ROOT / "test-artifacts")

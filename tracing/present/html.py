@@ -146,19 +146,42 @@ def decisions_html(lineage: AugmentedLineage, steps: Steps, limit: int = MAX_ROW
         where = step_said(steps, entry.segment)
         summary.append(f"<li><b>{escape(said)}</b>: {escape(counted)} <small>({escape(where)})</small></li>")
         parts.append(f"<h5>{escape(said)}, {escape(where)}: {len(calls)} call(s)</h5>")
-        parts += [_call_html(entry.udf, c, drawn) for c in calls[:limit]]
+        parts += [_call_html(entry.udf, c, drawn, lineage.origins) for c in calls[:limit]]
         if len(calls) > limit:
             parts.append(f"<p class='al-note'>… {len(calls) - limit} more call(s)</p>")
     return f"<ul class='al-decisions'>{''.join(summary)}</ul>{''.join(parts)}"
 
 
-def _call_html(udf: str, call: dict[str, Any], drawn: set[str]) -> str:
+def _call_html(udf: str, call: dict[str, Any], drawn: set[str], origins: dict[str, Any]) -> str:
+    """A call with its reason drawn and the source rows it read (a keyless row read in place
+    by its file and row, as the tables below show it)."""
     key = repr((udf, sorted(call["inputs"].items()), call["value"]))
     if key in drawn:
         return f"<p class='al-note'>{escape(_call_line(call))}: drawn above</p>"
     drawn.add(key)
-    read = f"<p class='al-note'>read: {escape(reads_line(call['reads']))}</p>" if call["reads"] else ""
+    read = ""
+    if call["reads"]:
+        read = f"<p class='al-note'>read: {escape(_reads_said(call['reads'], origins))}</p>"
     return render_call(call["inputs"], call["value"], call["reason"]) + read
+
+
+def _reads_said(reads: dict[str, list[dict[str, Any]]], origins: dict[str, Any], most: int = 5) -> str:
+    """``table id, id; table file rows n, n`` for the source rows a call read."""
+    parts = []
+    for table, ids in reads.items():
+        placed = placed_rows(ids, origins.get(table))
+        if not placed or any("file" not in r for r in placed):  # keyed rows: their key values
+            parts.append(reads_line({table: ids}, most))
+            continue
+        by_file: dict[str, list[str]] = {}
+        for row in placed:
+            by_file.setdefault(row["file"], []).append(str(row["row"]))
+        parts.append(f"{table} " + ", ".join(f"{f} rows {_first(n, most)}" for f, n in by_file.items()))
+    return "; ".join(parts)
+
+
+def _first(items: list[str], most: int) -> str:
+    return ", ".join(items[:most]) + (f", … {len(items) - most} more" if len(items) > most else "")
 
 
 def sources_html(lineage: AugmentedLineage, steps: Steps, limit: int = MAX_ROWS) -> str:
@@ -282,11 +305,15 @@ def run_html(run: Run) -> str:
     if task.language == "plan":  # Spark's expression ids (Income#27L) mean nothing to a reader
         code = re.sub(r"#\d+L?\b", "", code)
     text = f"<h4>{escape(heading)}</h4><pre class='al-code'>{escape(code)}</pre>" if code else ""
+    steps = "Steps" if run.root.top is task.root else REWRITTEN
     return (
         f"<div class='al-scroll'><table>{summary}</table></div>{text}{tree_html(run)}"
-        f"<h4>Steps</h4>{steps_html(run.root, run_steps(run))}"
+        f"<h4>{steps}</h4>{steps_html(run.root, run_steps(run))}"
         f"<details><summary>The operator tree as text</summary><pre>{escape(run.tree())}</pre></details>"
     )
+
+
+REWRITTEN = "Steps the run traced (its rewrite of the task, numbered apart from the diagram's)"
 
 
 def tree_html(run: Run) -> str:

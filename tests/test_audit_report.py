@@ -112,6 +112,8 @@ def test_report_is_written_for_an_auditor(page: Path, rows: AugmentedLineage) ->
     assert "Tracing queries" not in "".join(sections) and how.count("Tracing queries") == 1
     assert how.lstrip().startswith('id="how">\n<details>\n<summary><h2>How it was computed')
     assert "@media print" in html and "break-before: page" in html
+    decided = "person = person_detection(path)</b>: True ×1 <small>(the person_detection model over parts)"
+    assert decided in html  # the decision, in the user's names, and the step in words
 
 
 def test_json_export(run: Run, lineage: AugmentedLineage) -> None:

@@ -85,8 +85,8 @@ def lineage_html(lineage: AugmentedLineage, limit: int = MAX_ROWS, steps: Steps 
     steps = steps or {}
     if lineage.by_row is not None and len(lineage) > 1:
         parts = [f"<p>{len(lineage)} output rows, each with its own answer (<code>lin[i]</code>)</p>"]
-        for i, one in enumerate(lineage.rows[:limit]):
-            parts.append(f"<h3>lin[{i}]</h3>{row_html(one, steps, limit)}")
+        for i in range(min(len(lineage), limit)):  # only the rows shown are taken apart
+            parts.append(f"<h3>lin[{i}]</h3>{row_html(lineage[i], steps, limit)}")
         if len(lineage) > limit:
             parts.append(f"<p class='al-note'>… {len(lineage) - limit} more row(s)</p>")
     else:

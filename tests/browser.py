@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def render(
         text=True,
         timeout=120,
     )
-    checked = page.with_name(f"{page.stem}.checked.html")
+    checked = page.with_name(f"{page.stem}.checked-{width}.html")
     framed = FRAMED.format(
         width=width, height=height, page=html.escape(page.read_text()), measured=json.dumps(list(measure))
     )
@@ -112,14 +113,18 @@ def first_screens(page: Path, folder: Path) -> dict[str, Rendered]:
     """``page`` on a desktop and a phone screen: its first screen holds the first row's
     values and decisions, nothing makes the page wider than the screen, and the operator
     tree, unfolded, fits the width with its root (top centre) on screen."""
-    shown = {}
+
+    def on(screen: tuple[int, int]) -> Rendered:
+        return render(page, folder / f"{page.stem}-{screen[0]}.png", *screen, FIRST)
+
+    with ThreadPoolExecutor(len(SCREENS)) as pool:  # side by side: each Chromium takes seconds to start
+        shown = dict(zip(SCREENS, pool.map(on, SCREENS.values()), strict=True))
     for name, (width, height) in SCREENS.items():
-        seen = render(page, folder / f"{page.stem}-{width}.png", width, height, FIRST)
+        seen = shown[name]
         assert seen.console == [] and seen.broken_images == 0, name
         for selector in FIRST:
             top, bottom, right = seen.boxes[selector]
             assert 0 < top < bottom <= height and right <= width, (name, selector, seen.boxes)
         assert seen.window[2] <= width, (name, seen.window)  # no sideways scrolling of the page
         assert 0 < seen.tree_right <= width, (name, seen.tree_right)
-        shown[name] = seen
     return shown

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import io
 import re
-import shutil
 from pathlib import Path
 
 import markupsafe
@@ -19,11 +18,11 @@ import pytest
 from PIL import Image, ImageChops
 
 from cda_workload.workloads.udfs import register_udfs_named_in, udf_models
-from tests.browser import render
+from tests.browser import INTERNAL, first_screens
 from tests.test_udf_vision import WITH_PERSON, WITHOUT_PERSON
 from tracing import AugmentedLineage, ForwardLineage, LineageSession, Run
-from tracing.lineage import ReasoningRows
-from tracing.present.html import lineage_html, run_html
+from tracing.lineage import ReasoningRows, collect_rows
+from tracing.present.html import lineage_html, run_html, size_line
 from tracing.present.reasons import MAX_SIDE, attribution_chart, highlighted_text, render_call
 from tracing.present.report import audit_report, report_dict, write_text
 from tracing.tracking import run_params
@@ -47,8 +46,14 @@ def lineage(run: Run) -> AugmentedLineage:
 
 
 @pytest.fixture(scope="module")
-def page(run: Run, lineage: AugmentedLineage, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    html = audit_report(run, [lineage], udf_models(["person_detection"]))
+def rows(run: Run) -> AugmentedLineage:
+    """Both output rows, each kept apart (``lin.rows``), as ``al report --where`` asks."""
+    return run.lineage(where="id IN (1, 2)")
+
+
+@pytest.fixture(scope="module")
+def page(run: Run, rows: AugmentedLineage, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    html = audit_report(run, rows.rows, udf_models(["person_detection"]))
     return write_text(html, tmp_path_factory.mktemp("page") / "report.html")
 
 
@@ -60,7 +65,7 @@ def _images(html: str) -> list[Image.Image]:
 
 def test_report_is_self_contained_and_draws_the_person_box(page: Path, lineage: AugmentedLineage) -> None:
     html = page.read_text()
-    assert not re.search(r"(src|href)=['\"](?!data:)", html)  # nothing to fetch
+    assert not re.search(r"(src|href)=['\"](?!data:|#)", html)  # nothing to fetch (links within the page)
     assert "yolov8n_int8_rebuilt.pt" in html and "SELECT id, person_detection(path)" in html
     calls = {c["inputs"]["path"]: c for c in lineage.reasoning_rows("person_detection")}
     order = re.findall(r"alt='([^']*): (\d+) box", html)
@@ -75,7 +80,8 @@ def test_report_is_self_contained_and_draws_the_person_box(page: Path, lineage: 
 
 
 def test_report_renders_in_a_headless_browser(page: Path, run: Run) -> None:
-    shown = render(page, page.with_suffix(".png"))
+    ARTIFACTS.mkdir(exist_ok=True)  # the row and its decision on the first screen, 1400 and 412 px
+    shown = first_screens(page, ARTIFACTS)["desktop"]
     assert shown.console == []
     assert (shown.images, shown.broken_images) == (2, 0)
     operators = len(list(run.task.root.walk()))  # the diagram: one node per operator and source
@@ -83,9 +89,31 @@ def test_report_renders_in_a_headless_browser(page: Path, run: Run) -> None:
     shot = Image.open(shown.screenshot).convert("RGB")
     blank = Image.new("RGB", shot.size, "white")
     assert ImageChops.difference(shot, blank).getbbox() is not None
-    assert len(shot.getcolors(maxcolors=1 << 20) or []) > 1000  # photos, not just text on white
-    ARTIFACTS.mkdir(exist_ok=True)
-    shutil.copy(shown.screenshot, ARTIFACTS / "vision-report.png")
+    assert len(shot.getcolors(maxcolors=1 << 20) or []) > 1000  # a photo, not just text on white
+
+
+def test_report_is_written_for_an_auditor(page: Path, rows: AugmentedLineage) -> None:
+    """Each row first (its values, its model decisions, its source rows), with its own
+    counts and links to the next, the previous and the list of rows; how it was computed
+    last and folded; a print stylesheet; none of the engine's names."""
+    html = page.read_text()
+    assert not INTERNAL.search(html), INTERNAL.search(html)
+    head, *sections = html.split('<section class="al-row"')
+    assert len(sections) == len(rows) == 2 and '<a href="#row-2">' in head  # the list of rows
+    *sections, how = [*sections[:-1], *sections[-1].split('<section class="al-how"')]
+    for i, (one, section) in enumerate(zip(rows.rows, sections, strict=True), 1):
+        (row,) = collect_rows(one.targets)  # type: ignore[arg-type]
+        assert f"<tr><th>id</th><td>{row['id']}</td></tr>" in section
+        order = [section.index(s) for s in ("al-values", "al-decisions", "Source rows it was made from")]
+        assert order == sorted(order)
+        assert markupsafe.escape(size_line(one)) in section  # its own counts, not the batch's
+        links = set(re.findall(r'href="#([\w-]+)"', section))
+        assert links == {"summary", f"row-{3 - i}"}  # previous or next, and back to the list
+    assert "Tracing queries" not in "".join(sections) and how.count("Tracing queries") == 1
+    assert how.lstrip().startswith('id="how">\n<details>\n<summary><h2>How it was computed')
+    assert "@media print" in html and "break-before: page" in html
+    decided = "person = person_detection(path)</b>: True ×1 <small>(the person_detection model over parts)"
+    assert decided in html  # the decision, in the user's names, and the step in words
 
 
 def test_json_export(run: Run, lineage: AugmentedLineage) -> None:
@@ -97,13 +125,15 @@ def test_json_export(run: Run, lineage: AugmentedLineage) -> None:
     assert [t["person"] for t in data["answers"][0]["targets"]] == [True, False]
 
 
-def test_notebook_html(run: Run, lineage: AugmentedLineage) -> None:
+def test_notebook_html(run: Run, lineage: AugmentedLineage, rows: AugmentedLineage) -> None:
     assert "<img" in lineage._repr_html_() and "Tracing queries" in lineage._repr_html_()
+    apart = rows._repr_html_()  # a multi-row answer: each row apart, the queries once
+    assert "<h3>lin[0]</h3>" in apart and "<h3>lin[1]</h3>" in apart and "lin[2]" not in apart
+    assert apart.count("class='al-values'") == 2 and apart.count("Tracing queries") == 1
     assert "φ Function: person := person_detection(path)" in run_html(run)
     given = pa.table({"LoanID": ["L02"]})
     forward = ForwardLineage("loan rows", given, pa.table({"Judge": ["Reject"], "count": [1]}), 1, 0.01)
     assert "1 output row(s) depend on loan rows" in forward._repr_html_()
-
 
 
 def test_sentiment_and_attribution_reasons_are_drawn() -> None:

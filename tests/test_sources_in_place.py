@@ -28,8 +28,10 @@ from reasoning_udfs.text_rules import keyword_sentiment
 from segmenter.errors import LineageError, UnknownSourceError
 from segmenter.operators import Source
 from segmenter.sources import ROW_SHIFT, local_file
+from tests.browser import INTERNAL, first_screens
 from tracing import LineageSession
 from tracing.lineage import AugmentedLineage, collect_rows
+from tracing.present.report import audit_report, write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["good great", "bad terrible", "poor", "excellent love", "broke bad"]
@@ -314,3 +316,16 @@ def test_the_own_job_example_runs_as_written(
     assert f"orders: 10 row(s) of {tmp_path / 'data' / 'orders'} (parquet, 2 file(s))" in printed
     assert "    + 33 row(s) only checked, by the left outer join" in printed  # the left join's matched side
     assert "[part-0.parquet row 4]" in printed and printed.rstrip().endswith("in-process")
+    als = LineageSession(spark, store=str(tmp_path / "store"))  # its audit report, as al report writes it
+    (run_id,) = als.runs()
+    run = als.load_run(run_id)
+    asked = "segment = 'enterprise'"
+    rows = run.lineage(where=asked).rows  # each mood's row apart: in process
+    page = write_text(audit_report(run, rows, run.models, asked), tmp_path / "own-job-report.html")
+    html = page.read_text()
+    assert "those where <code>segment = &#39;enterprise&#39;</code>" in html
+    assert len(rows) > 1 and not INTERNAL.search(html), INTERNAL.search(html)  # the user's names only
+    assert "the left outer join of orders and reviews: they gave no value" in html  # control rows, counted
+    assert "mood = keyword_sentiment(text)" in html and "<th>file</th><th>row</th>" in html
+    assert "read: orders part-0.parquet rows " in html  # what a call read, by file and row too
+    first_screens(page, ROOT / "test-artifacts")

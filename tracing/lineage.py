@@ -307,15 +307,17 @@ class AugmentedLineage:
         paths = {e: [list(p) for p in sorted({self.routes.get(s, (s,)) for s in e})] for e in set(entered)}
         return [{"row": r, "paths": paths[e]} for (r, _), e in zip(found, entered)]
 
-    def path_notes(self, table: str) -> Callable[[dict[str, Any]], str]:
-        """``0 → 2`` (its paths) for each row of ``table``, where its rows came by more than
-        one path; else "" (the plan says it)."""
+    def path_notes(
+        self, table: str, said: Callable[[list[int]], str] = lambda p: " → ".join(map(str, p))
+    ) -> Callable[[dict[str, Any]], str]:
+        """``0 → 2`` (its paths, each as ``said`` puts it) for each row of ``table``, where its
+        rows came by more than one path; else "" (the plan says it)."""
         if self.by_row is None or table not in self.by_row.via:
             return lambda row: ""
         found = self.paths(table)
         if len({json.dumps(f["paths"]) for f in found}) < 2:
             return lambda row: ""
-        notes = {_row_key(f["row"]): "; ".join(" → ".join(map(str, p)) for p in f["paths"]) for f in found}
+        notes = {_row_key(f["row"]): "; ".join(dict.fromkeys(map(said, f["paths"]))) for f in found}
         key = list(found[0]["row"])
 
         def note(row: dict[str, Any]) -> str:

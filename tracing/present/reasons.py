@@ -171,4 +171,5 @@ def _call_table(inputs: dict[str, Any], reason: Any, open_reason: bool) -> str:
     )
     shown = json.dumps(reason, indent=1, default=str)
     details = f"<details{' open' if open_reason else ''}><summary>reason</summary><pre>{escape(shown)}</pre>"
-    return f"<table class='al-kv'>{cells}<tr><th>reason</th><td>{details}</details></td></tr></table>"
+    table = f"<table class='al-kv'>{cells}<tr><th>reason</th><td>{details}</details></td></tr></table>"
+    return f"<div class='al-scroll'>{table}</div>"  # a long input scrolls, the page does not

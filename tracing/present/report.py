@@ -1,6 +1,7 @@
 """The model audit report: one self-contained HTML file (styles inline, images as data URIs,
-nothing fetched when it is opened) that shows an auditor a run's task, its models and, for
-each chosen output row, the augmented lineage with every model's reason drawn.
+nothing fetched when it is opened, a print stylesheet for filing it) that shows an auditor
+each chosen output row first, with the models' decisions and reasons and the source rows
+behind it, and then, folded, the run's task, tree, steps, models and timings.
 
 :func:`audit_report` and :func:`report_dict` only turn a run and its lineage answers into
 text; writing files and logging them to MLflow are separate steps.
@@ -9,6 +10,7 @@ text; writing files and logging them to MLflow are separate steps.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cache
@@ -17,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from tracing.lineage import collect_rows, fmt_row
-from tracing.present.html import STYLE, lineage_html, rows_table, run_html
+from tracing.lineage import collect_rows, fmt_row, shown
+from tracing.present.html import STYLE, Steps, queries_table, row_html, rows_table, run_html, run_steps
+from tracing.present.words import listed, tables_below
 
 if TYPE_CHECKING:
     from tracing.lineage import AugmentedLineage
@@ -28,18 +31,29 @@ HEADING = 120  # characters of an output row shown in its section's heading (the
 Models = dict[str, dict[str, str]]  # UDF -> {"weights": file, "sha256": checksum}
 
 
-def audit_report(run: Run, lineages: Sequence[AugmentedLineage], models: Models | None = None) -> str:
-    """The report as an HTML document: ``lineages`` holds one answer per output row shown (or
-    one answer for a set of rows). The page is a Jinja2 template (autoescaped); the parts
-    drawn by :mod:`tracing.present.html` come in as HTML already escaped there."""
+def audit_report(
+    run: Run, lineages: Sequence[AugmentedLineage], models: Models | None = None, question: str | None = None
+) -> str:
+    """The report as an HTML document written for an auditor: the rows asked about first,
+    each with its model decisions and reasons and the source rows it was made from, then,
+    folded, how the run computed them. ``lineages`` holds one answer per output row shown
+    (or one answer for a set of rows). The page is a Jinja2 template (autoescaped); the
+    parts drawn by :mod:`tracing.present.html` come in as HTML already escaped there.
+    ``question``: how the rows were chosen (``--where``'s predicate), said at the top."""
+    steps = run_steps(run)
+    asked = _distinct_questions(lineages)
     return _template().render(
-        title=f"Model audit report: run {run.id}",
+        title=_title(lineages),
+        lead=_lead(run, len(lineages)),
+        question=question,
         generated=f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
         style=STYLE + PAGE_STYLE,
         warnings=run.warnings,
+        rows=[_row(lin, steps) for lin in lineages],
         task_html=run_html(run),
         models_html=rows_table(_model_rows(run, models or {})),
-        rows=[{"heading": _heading(lin), "size": _size(lin), "html": lineage_html(lin)} for lin in lineages],
+        seconds=f"{sum(lin.seconds for lin in asked):.2f}",
+        queries_html="".join(queries_table(lin.queries, steps) for lin in asked),
     )
 
 
@@ -55,12 +69,37 @@ def _template() -> jinja2.Template:
     return env.get_template("audit_report.html.j2")
 
 
-def _size(lineage: AugmentedLineage) -> str:
-    """How much stands behind a row: source rows and model calls."""
-    counts = lineage.counts()
-    calls = sum(n for k, n in counts.items() if k.endswith(" calls"))
-    tables = {k: n for k, n in counts.items() if not k.endswith(" calls") and n}
-    return f"{sum(tables.values())} source row(s) in {len(tables)} table(s), {calls} model call(s)"
+def _row(lineage: AugmentedLineage, steps: Steps) -> dict[str, str]:
+    return {"heading": _heading(lineage), "decided": _decided(lineage), "html": row_html(lineage, steps)}
+
+
+def _distinct_questions(lineages: Sequence[AugmentedLineage]) -> list[AugmentedLineage]:
+    """One answer per question asked: the rows of one question share its tracing queries."""
+    return list({id(lin.queries): lin for lin in lineages}.values())
+
+
+def _title(lineages: Sequence[AugmentedLineage]) -> str:
+    rows = sum(len(lin) for lin in lineages)
+    return "Audit of one output row" if rows == 1 else f"Audit of {rows} output rows"
+
+
+def _lead(run: Run, sections: int) -> str:
+    """The question the page answers, and of which task."""
+    tables = listed(tables_below(run.task.root))
+    models = sorted(run.record.get("udfs", {}))
+    calls = f" and calls the model(s) {listed(models)}" if models else ""
+    rows = "each output row below" if sections > 1 else "the output row below"
+    return (
+        f"Run {run.id} of a task that reads {tables}{calls}. For {rows}: what the models "
+        "decided on the way, with their reasons, and the source rows it was made from. How the "
+        "run computed it comes last."
+    )
+
+
+def _decided(lineage: AugmentedLineage) -> str:
+    """The models' values behind a row, in a line for the list of rows."""
+    counts = Counter(f"{c['udf']}: {shown(c['value'])}" for c in lineage.reasoning_rows())
+    return "; ".join(f"{v} ×{n}" for v, n in counts.most_common(3)) or "no model call"
 
 
 def _heading(lineage: AugmentedLineage) -> str:
@@ -69,13 +108,18 @@ def _heading(lineage: AugmentedLineage) -> str:
     if len(targets) != 1:
         return f"{len(targets)} output rows"
     row = fmt_row(targets[0])
-    return f"Output row {row if len(row) <= HEADING else row[:HEADING] + ' …'}"
+    return row if len(row) <= HEADING else row[:HEADING] + " …"
 
 
 PAGE_STYLE = """
 body.al { max-width: 1100px; margin: 20px auto; padding: 0 16px; }
+.al .al-lead { font-size: 15px; max-width: 60em; }
 .al section.al-row { border-top: 2px solid #333; margin-top: 24px; }
 .al nav.al-toc li { margin: 2px 0; }
+.al nav.al-pager { display: flex; gap: 16px; justify-content: flex-end; margin-top: 6px; }
+.al details > summary { cursor: pointer; }
+.al details > summary h2 { display: inline; }
+.al section.al-how { border-top: 2px solid #333; margin-top: 32px; padding-top: 8px; }
 @media (prefers-color-scheme: dark) {
   body.al { background: #16181c; color: #e4e4e4; }
   .al th { background: #2a2d33; } .al th, .al td { border-color: #444; }
@@ -83,6 +127,19 @@ body.al { max-width: 1100px; margin: 20px auto; padding: 0 16px; }
   .al .al-warning { background: #3a3012; }
 }
 .al .al-warning { background: #fff3cd; border-left: 4px solid #a15c00; padding: 6px 10px; }
+@media print {
+  body.al { max-width: none; margin: 0; padding: 0; color: #000; background: #fff; font-size: 11pt; }
+  .al nav.al-pager, .al nav.al-toc a::after { display: none; }
+  .al section.al-row { break-before: page; border-top: none; }
+  .al section.al-how { break-before: page; }
+  .al h2, .al h3, .al h4, .al h5 { break-after: avoid; }
+  .al .al-call, .al tr, .al svg, .al img { break-inside: avoid; }
+  .al th, .al td { white-space: normal; max-width: none; overflow: visible; }
+  .al .al-scroll, .al pre { overflow: visible; white-space: pre-wrap; }
+  .al details::details-content { content-visibility: visible; display: contents; }
+  .al details > summary { list-style: none; }
+  .al a { color: inherit; text-decoration: none; }
+}
 """
 
 

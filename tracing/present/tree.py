@@ -36,9 +36,10 @@ class _Placed:
     width: float  # of a source's box; 0 for a circle
 
 
-def tree_svg(root: Node, segments: Segment) -> str:
+def tree_svg(root: Node, segments: Segment, steps: dict[int, str] | None = None) -> str:
     """An ``<svg>`` of the tree below ``root`` with the segments of ``segments`` (its root
-    segment) drawn over it: one ``<g class='al-node'>`` per operator and source."""
+    segment) drawn over it, each titled by its ``steps`` words: one ``<g class='al-node'>``
+    per operator and source. It scales down to the page's width (CSS), the root on top."""
     placed: list[_Placed] = []
     _place(root, 0, [MARGIN], placed)
     where = {id(p.node): p for p in placed}
@@ -47,7 +48,8 @@ def tree_svg(root: Node, segments: Segment) -> str:
     width = max(LEGEND_WIDTH, max(p.x + max(p.width / 2, RADIUS) for p in placed) + LABEL_ROOM, *udfs)
     depth = max(p.y for p in placed)
     height = depth + HALO + MARGIN + LEGEND
-    parts = [_segment_band(seg, where, _colour(seg)) for seg in segments.walk()]
+    said = steps or {}
+    parts = [_segment_band(seg, where, said.get(seg.id, seg.pattern())) for seg in segments.walk()]
     parts += [_edge(where[id(p.node)], where[id(c)]) for p in placed for c in p.node.children]
     names = display_names(root)
     parts += [_node(p, owner.get(id(p.node)), names) for p in placed]
@@ -90,10 +92,11 @@ def _colour(seg: Segment) -> str:
     return D if seg.is_d else NON_D[seg.id % len(NON_D)]
 
 
-def _segment_band(seg: Segment, where: dict[int, _Placed], colour: str) -> str:
+def _segment_band(seg: Segment, where: dict[int, _Placed], said: str) -> str:
     """A wide translucent stroke along the segment's edges and round its operators, so the
     band follows the tree (boxes of neighbouring segments would overlap)."""
     ops = {id(op) for op in seg.operators}
+    colour = _colour(seg)
     dash = " stroke-dasharray='6 4'" if seg.is_d else ""
     shapes = []
     for op in seg.operators:
@@ -107,7 +110,7 @@ def _segment_band(seg: Segment, where: dict[int, _Placed], colour: str) -> str:
     kind = "D" if seg.is_d else "Non-D"
     return (
         f"<g class='al-seg' data-segment='{seg.id}' data-kind='{kind}'>"
-        f"<title>segment {seg.id} [{kind}] {escape(seg.pattern())}</title>"
+        f"<title>S{seg.id} [{kind}] {escape(said)}</title>"
         f"<g fill='{colour}' opacity='0.2' stroke='{colour}' "
         f"stroke-width='{2 * HALO}' stroke-linecap='round'>{''.join(shapes)}</g>"
         f"<circle cx='{top.x:.1f}' cy='{top.y:.1f}' r='{HALO}' fill='none' stroke='{colour}' "
@@ -126,10 +129,8 @@ def _edge(a: _Placed, b: _Placed) -> str:
 
 def _node(p: _Placed, seg: Segment | None, names: dict[str, str]) -> str:
     tip = f"{p.node.symbol} {type(p.node).__name__}: {pretty(p.node.describe(), names)}"
-    where = f" (segment {seg.id})" if seg is not None else " (source table)"
-    head = (
-        f"<g class='al-node' data-op='{escape(p.node.symbol)}'><title>{escape(tip + where)}</title>"
-    )
+    where = f" (S{seg.id})" if seg is not None else " (source table)"
+    head = f"<g class='al-node' data-op='{escape(p.node.symbol)}'><title>{escape(tip + where)}</title>"
     if isinstance(p.node, Source):
         return (
             f"{head}<rect x='{p.x - p.width / 2:.1f}' y='{p.y - 13:.1f}' width='{p.width:.1f}' height='26' "

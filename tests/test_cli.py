@@ -257,7 +257,7 @@ def test_report_command_writes_html_json_and_mlflow(
     assert page_html.count('<li><a href="#row-') == 2 and 'id="row-2"' in page_html  # summary, anchors
     assert "class='al-decisive'" in page_html  # credit_rules' decisive attributes marked in its input
     content = json.loads(js.read_text())
-    assert content["run"]["id"] == run_id and len(content["answers"]) == 2  # one answer per row
+    assert content["run"]["run_id"] == run_id and len(content["answers"]) == 2  # one answer per row
     assert all(len(a["targets"]) == 1 for a in content["answers"])
     assert out.split("MLflow run ")[1].split()[0] == task_run
     client = mlflow.MlflowClient()

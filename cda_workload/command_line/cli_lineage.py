@@ -203,7 +203,7 @@ def report(args: argparse.Namespace, progress: Progress) -> None:
     run = _load(args, progress)
     lineages = _per_row(run, args, progress)
     models = run.models
-    written = [write_text(audit_report(run, lineages, models), args.output)]
+    written = [write_text(audit_report(run, lineages, models, args.where), args.output)]
     if args.json_out:
         written.append(write_text(to_json(report_dict(run, lineages, models)), args.json_out))
     for path in written:

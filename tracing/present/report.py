@@ -163,7 +163,7 @@ def report_dict(
     answers = [lineage.to_dict() for lineage in lineages]
     return {
         "run": {
-            "id": run.id,
+            "run_id": run.id,
             "strategy": run.strategy,
             "backend": run.backend,
             "created": record.get("created"),

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cda_workload.command_line.local_session import existing_store, open_session
@@ -28,7 +29,8 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
     task = load_task(args.taskfile, als)
     with progress.working(f"running {args.taskfile}"):
         code = task_code(args.taskfile, task)
-        run = als.run(task, strategy=args.strategy, backend=args.backend, code=code, reasons=args.reasons)
+        name = Path(args.taskfile).stem  # the MLflow run's and OpenLineage job's name
+        run = als.run(task, args.strategy, backend=args.backend, code=code, reasons=args.reasons, name=name)
     record = run.record
     print(
         f"run {run.id}: {record['output']['rows']} output row(s) in {record['task_seconds']:.1f} s "
@@ -162,14 +164,37 @@ def report(args: argparse.Namespace, progress: Progress) -> None:
 
 
 def export(args: argparse.Namespace, progress: Progress) -> None:
-    """`al export`: the run (opened, so checked against its digests) for a lineage catalog."""
-    from tracing.present.report import write_text
+    """`al export`: the run's START and COMPLETE OpenLineage events (the run opened, so checked
+    against its digests), printed as JSON lines or sent through the client's transport."""
+    from tracing.present.openlineage_event import JobId, ParentId, run_events, send
+    from tracing.task_name import task_name
 
-    text = json.dumps(_open_run(args, progress).openlineage(args.namespace), indent=2)
-    if args.output is None:
-        print(text)
-    else:
-        print(f"wrote {write_text(text, args.output)}")
+    transport = _transport(args)  # a wrong option fails before the run is opened
+    parent = ParentId.parse(args.parent) if args.parent else None
+    run = _open_run(args, progress)
+    store = run.session.store.uri
+    job = JobId(args.namespace or store, args.job_name or task_name(run.record, run.task))
+    events = run_events(run.record, run.task, store, job, parent)
+    if transport is None:
+        from openlineage.client.serde import Serde
+
+        print("\n".join(json.dumps(Serde.to_dict(e)) for e in events))
+        return
+    send(events, transport)
+    print(f"sent {len(events)} events ({transport['type']}) to {args.output or args.url}")
+
+
+def _transport(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The client's transport config the options ask for; None: print to stdout."""
+    kind = args.transport or ("file" if args.output else "stdout")
+    needs = {"file": ("-o FILE", args.output), "http": ("--url URL", args.url)}
+    if kind in needs and not needs[kind][1]:
+        raise ValueError(f"--transport {kind} needs {needs[kind][0]}")
+    if kind == "file":
+        return {"type": "file", "log_file_path": args.output, "append": True}
+    if kind == "http":
+        return {"type": "http", "url": args.url}
+    return None
 
 
 def _ask(run: Run, args: argparse.Namespace) -> AugmentedLineage:
@@ -348,15 +373,38 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     p = sub.add_parser(
         "export",
         parents=[common, store],
-        help="export a run for a lineage catalog (an OpenLineage RunEvent as JSON)",
-        description="One OpenLineage RunEvent (COMPLETE) for a run: its source snapshots as inputs, its "
-        "output with column lineage, its model calls and where to ask for per-row lineage as facets; "
-        "for Marquez, DataHub or OpenMetadata (docs/openlineage.md).",
+        help="export a run for a lineage catalog (its OpenLineage START and COMPLETE events)",
+        description="The run's OpenLineage events (START, COMPLETE): the files and tables it read as "
+        "inputs, named as openlineage-spark names them, its output with column lineage, its model calls "
+        "and where to ask for per-row lineage as facets; printed as JSON lines or sent through the "
+        "openlineage-python client's file or http transport, for Marquez, DataHub or OpenMetadata "
+        "(docs/openlineage.md).",
     )
     p.add_argument("run_id", metavar="RUN_ID", help="a run id, as `al runs` lists them")
     p.add_argument("--format", choices=["openlineage"], default="openlineage", help="(default openlineage)")
-    p.add_argument("--namespace", help="the job's OpenLineage namespace (default the store's URI)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the JSON here (default stdout)")
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("OPENLINEAGE_NAMESPACE"),
+        help="the job's OpenLineage namespace (default $OPENLINEAGE_NAMESPACE, else the store's URI)",
+    )
+    p.add_argument(
+        "--job-name",
+        help="the job's name (default the task's: the name given to als.run, the function its code "
+        "defines, else al.<tables read>.<digest>)",
+    )
+    p.add_argument(
+        "--parent",
+        metavar="NAMESPACE/JOB/RUN_ID",
+        default=os.environ.get("OPENLINEAGE_PARENT_ID"),
+        help="the run that started this one, for the parent run facet (default $OPENLINEAGE_PARENT_ID)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=["stdout", "file", "http"],
+        help="stdout (default: JSON lines), file (appends to -o FILE) or http (posts to --url)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="the file the file transport appends to")
+    p.add_argument("--url", help="the http transport's base URL (events go to URL/api/v1/lineage)")
     p.set_defaults(func=export)
 
     p = sub.add_parser(

@@ -1,0 +1,31 @@
+"""A run's name as people call its task, for the MLflow run and the OpenLineage job that
+stand for it: not an opaque id, and the same for every run of the same task."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from segmenter import operators as ops
+
+
+def task_name(record: Mapping[str, Any], task: ops.Task) -> str:
+    """The task's name: the one its run was given, else the function its code defines, else
+    ``al.<tables read>.<digest>`` (the digest is of the tree with the user's names, so the
+    same task is the same job in every run)."""
+    given = record.get("name") or _defined_function(task)
+    if given:
+        return given
+    tables = dict.fromkeys(n.table for n in task.root.walk() if isinstance(n, ops.Source))
+    digest = hashlib.sha256(ops.pretty(task.render()).encode()).hexdigest()[:8]
+    return f"al.{'_'.join(tables)}.{digest}"
+
+
+def _defined_function(task: ops.Task) -> str | None:
+    """The first function a code task defines, other than a task file's ``task``."""
+    if task.language != "code" or not task.text:
+        return None
+    names = re.findall(r"^def\s+([A-Za-z_]\w*)\s*\(", task.text, flags=re.MULTILINE)
+    return next((n for n in names if n != "task"), None)

@@ -8,8 +8,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cda_workload.command_line.local_session import existing_store, open_session
 from cda_workload.command_line.progress import Progress
@@ -141,10 +142,16 @@ def lineage(args: argparse.Namespace, progress: Progress) -> None:
         found = _ask(run, args)
     if shape != "parquet":
         print(found.to_json() if shape == "json" else found)
+        if args.mlflow:  # said on stderr: stdout holds the answer (JSON for --json)
+            _say_tracked(_track(args, run, {"lineage_seconds": found.seconds}, answer=found), sys.stderr)
         return
+    written = []
     for table, counts in found.to_parquet(args.output).items():  # never as Python rows
-        path = os.path.join(args.output, f"{table}.parquet")
-        print(f"wrote {path}: {counts['contributing']:,} contributing, {counts['control']:,} control rows")
+        written.append(Path(args.output) / f"{table}.parquet")
+        rows = f"{counts['contributing']:,} contributing, {counts['control']:,} control rows"
+        print(f"wrote {written[-1]}: {rows}")
+    if args.mlflow:
+        _say_tracked(_track(args, run, {"lineage_seconds": found.seconds}, written, folder="answers"))
 
 
 def report(args: argparse.Namespace, progress: Progress) -> None:
@@ -160,14 +167,14 @@ def report(args: argparse.Namespace, progress: Progress) -> None:
         print(f"wrote {path}")
     if args.mlflow:
         seconds = sum(lin.seconds for lin in lineages)
-        _track(args, run, {"lineage_seconds": seconds, "answers": len(lineages)}, written)
+        _say_tracked(_track(args, run, {"lineage_seconds": seconds, "answers": len(lineages)}, written))
 
 
 def export(args: argparse.Namespace, progress: Progress) -> None:
     """`al export`: the run's START and COMPLETE OpenLineage events (the run opened, so checked
     against its digests), printed as JSON lines or sent through the client's transport."""
     from tracing.present.openlineage_event import JobId, ParentId, run_events, send
-    from tracing.task_name import task_name
+    from tracing.task_summary import task_name
 
     transport = _transport(args)  # a wrong option fails before the run is opened
     parent = ParentId.parse(args.parent) if args.parent else None
@@ -233,33 +240,33 @@ def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[Aug
     return whole.rows
 
 
-def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifacts: list) -> None:
-    """Add what the command made (metrics, files) to the MLflow run the task run was logged
-    as (its ``al.run_id`` tag), or to a new one that records the task run, if there is none."""
+def _track(
+    args: argparse.Namespace,
+    run: Run,
+    metrics: dict[str, Any],
+    artifacts: Sequence[Path] = (),
+    folder: str = "audit",
+    answer: AugmentedLineage | None = None,
+) -> str:
+    """Add what the command made (metrics, files, the answer) to the MLflow run the task run
+    was logged as (its ``al.run_id`` tag), or to a new one that logs the task run first; its id."""
     import mlflow
 
     from tracing.present.report import log_to_mlflow
-    from tracing.tracking import EXPERIMENT, run_params, run_tags, tracked_run_of, use_tracking_store
+    from tracing.tracking import log_answer, task_run
 
-    experiment = use_tracking_store(EXPERIMENT, args.mlflow_dir)
-    found = tracked_run_of(run)
-    if found:
-        opened = mlflow.start_run(run_id=found)
-    else:  # a new MLflow run in the experiment (start_run's first parameter is a run id)
-        opened = mlflow.start_run(experiment_id=experiment, run_name=run.id)
-    with opened as tracked:
-        if found is None:
-            mlflow.set_tags(run_tags(run))
-            mlflow.log_params(run_params(run))
+    with task_run(run, args.mlflow_dir) as tracked:
         mlflow.log_metrics({f"{args.command}.{k}": v for k, v in metrics.items()})
-        log_to_mlflow(artifacts)
-    _say_tracked(tracked.info.run_id)
+        log_to_mlflow(artifacts, folder)
+        if answer is not None:
+            log_answer(answer, tracked)
+    return tracked
 
 
-def _say_tracked(mlflow_run: str) -> None:
+def _say_tracked(mlflow_run: str, stream: TextIO | None = None) -> None:  # None: sys.stdout now
     import mlflow
 
-    print(f"MLflow run {mlflow_run} in {mlflow.get_tracking_uri()}")
+    print(f"MLflow run {mlflow_run} in {mlflow.get_tracking_uri()}", file=stream)
 
 
 def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -354,7 +361,7 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
 
     p = sub.add_parser(
         "lineage",
-        parents=[common, store, choose],
+        parents=[common, store, choose, tracking],
         help="derive the augmented lineage of output rows of a run",
         description="Source rows and model calls (input, value, reason) behind output rows of a run: "
         "those matching --where, N sampled with --sample, or all of them.",

@@ -49,7 +49,7 @@ from openlineage.client.serde import Serde
 from materialization.fingerprints import files_version, location
 from reasoning_udfs.udf import load_declared
 from segmenter import operators as ops
-from tracing.task_name import task_name
+from tracing.task_summary import tables_read, task_name
 
 # a URN: the project has no public URL to name (OpenLineage asks for a URI, e.g. a git tag)
 PRODUCER = f"urn:augmented-lineage:{version('augmented-lineage')}"
@@ -272,16 +272,11 @@ def datasets(record: Mapping[str, Any], task: ops.Task, store: str) -> Datasets:
 
 def _inputs(task: ops.Task, named: Datasets, store: str) -> list[InputDataset]:
     """One dataset per table read (a table read twice, e.g. a self-join, once)."""
-    read: dict[str, ops.Source] = {}
-    for node in task.root.walk():
-        if isinstance(node, ops.Source):
-            read.setdefault(node.table, node)
     inputs = []
-    for table, source in read.items():
+    for table, cols in tables_read(task).items():
         namespace, name, at, uri = named[table]
-        hidden = source.files is not None and source.files.row_id  # a row id of ours, not a column
         facets: dict[str, DatasetFacet] = {
-            "schema": _schema(source.cols[:-1] if hidden else source.cols),
+            "schema": _schema(cols),
             "version": dataset_version_dataset.DatasetVersionDatasetFacet(
                 datasetVersion=at, producer=PRODUCER
             ),

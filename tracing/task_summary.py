@@ -1,5 +1,6 @@
-"""A run's name as people call its task, for the MLflow run and the OpenLineage job that
-stand for it: not an opaque id, and the same for every run of the same task."""
+"""What tools outside (MLflow, OpenLineage) name a task by: its name as people call it, not
+an opaque id and the same for every run of the same task, and the tables it reads with the
+user's columns."""
 
 from __future__ import annotations
 
@@ -29,3 +30,14 @@ def _defined_function(task: ops.Task) -> str | None:
         return None
     names = re.findall(r"^def\s+([A-Za-z_]\w*)\s*\(", task.text, flags=re.MULTILINE)
     return next((n for n in names if n != "task"), None)
+
+
+def tables_read(task: ops.Task) -> dict[str, list[ops.Col]]:
+    """Each table the task reads (once, though a self-join reads it twice), with the user's
+    columns: not the row id this project adds to files read in place."""
+    read: dict[str, list[ops.Col]] = {}
+    for node in task.root.walk():
+        if isinstance(node, ops.Source) and node.table not in read:
+            hidden = node.files is not None and node.files.row_id
+            read[node.table] = list(node.cols[:-1] if hidden else node.cols)
+    return read

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 DEFAULT_DIR = "al_mlflow"
 EXPERIMENT = "al"  # where runs started by the session option go
 MODEL_TYPE = "reasoning-udf"  # the logged models of the UDFs' weights
-# Spark's simple type names -> MLflow's column types; any other (arrays, structs) is "any"
+# Spark's simple type names -> MLflow's column types (see _schema for the others)
 MLFLOW_TYPES = {
     "boolean": "boolean", "tinyint": "integer", "smallint": "integer", "int": "integer",
     "bigint": "long", "float": "float", "double": "double", "string": "string",
@@ -190,9 +190,14 @@ def _log_datasets(run: Run) -> None:
 
 
 def _schema(cols: list[Col]) -> Any:
+    """The columns as MLflow's schema: decimals as double (MLflow has no decimal type),
+    arrays and structs as any."""
     from mlflow.types.schema import AnyType, ColSpec, Schema
 
-    return Schema([ColSpec(MLFLOW_TYPES.get(c.dtype, AnyType()), c.name) for c in cols])
+    def mlflow_type(dtype: str) -> Any:
+        return MLFLOW_TYPES.get(dtype) or ("double" if dtype.startswith("decimal") else AnyType())
+
+    return Schema([ColSpec(mlflow_type(c.dtype), c.name) for c in cols])
 
 
 def log_models(models: dict[str, dict[str, str]], experiment: str) -> None:

@@ -6,7 +6,7 @@ settings and each model's weights and sha256 as params (the names the demo's and
 benchmark's parent runs use too), metrics, the tables read as dataset inputs (the user's
 names, their files' or snapshots' location, their columns as the schema), each model as a
 logged model (external: its weights stay where they are, named with their sha256) that the
-run takes as input, the task's text and a compact summary of its record. Answers
+run links by a tag, the task's text and a compact summary of its record. Answers
 (``lin.log()``, ``al lineage --mlflow``) and reports (``al report --mlflow``) are added to
 it, found by its ``al.run_id`` tag. Tracking is a side record: when MLflow fails, the
 lineage run is kept and a warning says why.
@@ -182,7 +182,7 @@ def _log_datasets(run: Run) -> None:
     for table, cols in tables_read(run.task).items():
         entry = in_place.get(table)
         path = location(entry) if entry else snapshots[table]
-        digest = files_version(entry) if entry else digests.get(path, path)
+        digest = files_version(entry) if entry else digests[path]
         dataset = MetaDataset(
             SparkDatasetSource(path=path), name=table, digest=digest[:16], schema=_schema(cols)
         )

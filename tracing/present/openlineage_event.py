@@ -78,15 +78,10 @@ class ParentId:
 
     @classmethod
     def parse(cls, text: str) -> ParentId:
-        namespace, name, run_id = _parent_parts(text)
-        return cls(JobId(namespace, name), str(uuid.UUID(run_id)))
-
-
-def _parent_parts(text: str) -> tuple[str, str, str]:
-    parts = text.rsplit("/", 2)
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(f"a parent run is NAMESPACE/JOB_NAME/RUN_ID (a UUID), not {text!r}")
-    return parts[0], parts[1], parts[2]
+        parts = text.rsplit("/", 2)  # a namespace may hold slashes (a URI), a job name not
+        if len(parts) != 3 or not all(parts):
+            raise ValueError(f"a parent run is NAMESPACE/JOB_NAME/RUN_ID (a UUID), not {text!r}")
+        return cls(JobId(parts[0], parts[1]), str(uuid.UUID(parts[2])))
 
 
 def openlineage_event(
@@ -133,6 +128,7 @@ def send(events: Iterable[RunEvent], transport: Mapping[str, Any]) -> None:
 
 
 def ol_run_id(store: str, run_id: str) -> str:
+    """The run's OpenLineage runId: a UUID from the store and run id, the same at every export."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{store}/runs/{run_id}"))
 
 

@@ -56,13 +56,15 @@ def execute_run(
     confidence: bool = False,
     reasons: str = "eager",
     read_in_place: list[dict[str, Any]] | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
     """Run ``task`` and commit it to the store atomically; returns the run record.
 
     ``capture``: eager lineage capture; ``confidence``: boolean lineage for confidences
     (needs strategy full: formulas are written over the stored intermediates); ``reasons``:
     "lazy" runs the task in normal mode (see :mod:`materialization.strategies`);
-    ``read_in_place``: the fingerprints of the user's files the task reads (recorded)."""
+    ``read_in_place``: the fingerprints of the user's files the task reads (recorded);
+    ``name``: the task's, if given (recorded)."""
     store.check_writable()  # a read-only store fails here, in one line, before any work
     staging = store.staging_dir(run_id)
     mode = run_mode(strategy, reasons) if capture is None or reasons == "lazy" else capture.mode
@@ -96,6 +98,8 @@ def execute_run(
             "output": {"dir": "output", "rows": output_rows, "bytes": store.size(out_path)},
             "udfs": {n.udf: lookup(n.udf).import_path() for n in task.root.walk() if isinstance(n, Function)},
         }
+        if name:
+            record["name"] = name
         record["models"] = udf_models(sorted(record["udfs"]))  # the weights the run was made with
         if captured is not None:
             progress("building the lineage indexes")

@@ -12,12 +12,18 @@ MODEL_OF_UDF = {"person_detection": "yolo", "text_sentiment": "sentiment"}
 
 
 def model_checksums() -> dict[str, str]:
-    """sha256 of each model's weights, for run records (models absent here are named so)."""
-    sums = {}
-    for name, relative in WEIGHTS.items():
-        sums[f"model.{name}"] = relative
-        sums[f"model.{name}.sha256"] = _checksum(relative)
-    return sums
+    """The params of every project model (a workload's parent MLflow run), named as a task
+    run's own (:func:`model_params`); models absent here are ``missing``."""
+    return model_params(udf_models(sorted(MODEL_OF_UDF)))
+
+
+def model_params(models: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """``model.<udf>`` (the weights file) and ``model.<udf>.sha256`` of each model UDF: one
+    vocabulary for the MLflow params of task runs and of the runs above them."""
+    params = {}
+    for udf, model in sorted(models.items()):
+        params.update({f"model.{udf}": model["weights"], f"model.{udf}.sha256": model["sha256"]})
+    return params
 
 
 def udf_models(udfs: list[str]) -> dict[str, dict[str, str]]:

@@ -265,6 +265,13 @@ def test_report_command_writes_html_json_and_mlflow(
     assert logged == {"audit/report.html", "audit/report.json"}
     tracked = client.get_run(task_run).data
     assert tracked.tags["al.run_id"] == run_id and tracked.metrics["report.answers"] == 2
+    assert client.get_run(task_run).info.run_name == "loan"  # the task file's name, not an id
+    # an answer from the command line goes to the same MLflow run; stdout holds the JSON alone
+    code, out = _main("lineage", run_id, "--store", store, "--sample", "1", "--json", *tracking)
+    assert code == 0 and json.loads(out)["run_id"] == run_id
+    (answer,) = client.list_artifacts(task_run, "answers")
+    path = client.download_artifacts(task_run, answer.path, str(tmp_path / "answer"))
+    assert json.loads(Path(path).read_text()) == json.loads(out)
     # the README's line on a run MLflow has not seen: a new MLflow run records it (it passed
     # the experiment's id as a run id: "Run with id=1 not found")
     fresh = str(tmp_path / "fresh-mlflow")

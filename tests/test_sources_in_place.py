@@ -139,6 +139,7 @@ def test_files_read_in_place_give_the_registered_answer(retail: dict[str, Any]) 
         ("file", str(retail["folder"] / "reviews.parquet")),
         ("file", str(retail["folder"] / "customers.csv")),
     }
+    assert inputs[orders_at]["facets"]["symlinks"]["identifiers"][0]["name"] == "orders"  # the task's name
     assert [f["name"] for f in inputs[orders_at]["facets"]["schema"]["fields"]] == [
         "order_id",
         "customer_id",

@@ -1,7 +1,10 @@
 """MLflow tracking of ``als.run`` on real MLflow (sqlite files in tmp folders, read back with
-MlflowClient): a nested run of the active run per task run, as MLflow's fluent API does, a
-top-level one when the session asks, nothing otherwise, and a broken tracking store costs a
-warning, not the run. Also the code a run records for a DataFrame task."""
+MlflowClient): a nested run of the active run per task run, named by the task, as MLflow's
+fluent API does, with the tables read as datasets with their columns, the task's text, a
+compact record and the answers asked later (``lin.log()``); a top-level one when the session
+asks, nothing otherwise, and a broken tracking store costs a warning, not the run. Each
+model's weights are one logged model per sha256 that the runs using them take as input.
+Also the code a run records for a DataFrame task."""
 
 from __future__ import annotations
 
@@ -16,8 +19,11 @@ from mlflow import MlflowClient
 from pyspark.sql import SparkSession
 
 from cda_workload.workloads.loan_example import loan_task, register_loan_tables
+from models.checksums import udf_models
 from tracing import LineageSession, Run
 from tracing.present.html import run_html
+from tracing.task_summary import task_name
+from tracing.tracking import SUMMARY, log_models
 
 SQL = "SELECT ClientID, Income FROM client WHERE Income > 2000"
 CODE = "loan_task(als)  # the loan example's DataFrame"
@@ -41,7 +47,7 @@ def test_runs_log_as_nested_runs_of_the_active_mlflow_run(als: LineageSession, t
     mlflow.set_tracking_uri(uri)
     experiment = mlflow.create_experiment("user", artifact_location=(tmp_path / "artifacts").as_uri())
     with mlflow.start_run(experiment_id=experiment) as active:
-        first = als.run(loan_task(als), code=CODE)
+        first = als.run(loan_task(als), code=CODE, name="loans")
         second = als.run(SQL, strategy="full")
     client = MlflowClient(uri)
     parent = f"tags.mlflow.parentRunId = '{active.info.run_id}'"
@@ -49,10 +55,12 @@ def test_runs_log_as_nested_runs_of_the_active_mlflow_run(als: LineageSession, t
     assert set(children) == {first.id, second.id}
     assert client.get_run(active.info.run_id).data.params == {}  # nothing merged into the user's run
     tables = {first.id: {"client", "debt", "loan"}, second.id: {"client"}}
+    names = {first.id: "loans", second.id: task_name(second.record, second.task)}
+    assert names[second.id].startswith("al.client.")  # SQL names no task: the table and a digest
     for run, kind in ((first, "dataframe"), (second, "sql")):
         logged = client.get_run(children[run.id])
         tags, params, metrics = logged.data.tags, logged.data.params, logged.data.metrics
-        assert logged.info.run_name == run.id and tags["al.store"] == als.store.uri
+        assert logged.info.run_name == names[run.id] and tags["al.store"] == als.store.uri
         assert tags["al.task_kind"] == kind and params["strategy"] == run.strategy and "run_id" not in params
         assert metrics["output_rows"] == run.output.count()
         assert metrics["task_seconds"] == pytest.approx(run.record["task_seconds"])
@@ -60,13 +68,51 @@ def test_runs_log_as_nested_runs_of_the_active_mlflow_run(als: LineageSession, t
         inputs = logged.inputs.dataset_inputs
         assert {d.dataset.name for d in inputs} == tables[run.id]
         assert {t.value for d in inputs for t in d.tags if t.key == "mlflow.data.context"} == {"source"}
-        record = client.download_artifacts(logged.info.run_id, "lineage_run.json", str(tmp_path / run.id))
-        assert json.loads(Path(record).read_text())["run_id"] == run.id
+        sources = {d.dataset.name: json.loads(d.dataset.source)["path"] for d in inputs}
+        assert sources["client"] in {p for p, _ in run.record["inputs"]}  # the registered table's snapshot
+        client_columns = {d.dataset.name: json.loads(d.dataset.schema)["mlflow_colspec"] for d in inputs}[
+            "client"
+        ]
+        assert [(c["name"], c["type"]) for c in client_columns][::3] == [
+            ("ClientID", "string"),
+            ("Income", "long"),
+        ]
+        folder = Path(client.download_artifacts(logged.info.run_id, "", str(tmp_path / run.id)))
+        record = json.loads((folder / "lineage_run.json").read_text())
+        assert record["run_id"] == run.id and set(record) <= {*SUMMARY, "read_in_place"}
+        assert len((folder / "lineage_run.json").read_bytes()) < 4096  # the whole record stays in the store
+        assert (folder / ("task.py" if kind == "dataframe" else "task.sql")).read_text() == run.task.text
     assert client.get_run(children[first.id]).data.tags["al.udfs"] == "credit_rules"
     assert client.get_run(children[first.id]).data.metrics["lineage_store_bytes"] > 0  # fm kept φ's input
     assert mlflow.active_run() is None
-    als.run(SQL)  # no active run, option off: nothing logged
-    assert len(_runs_in(uri)) == 3
+
+    # an answer asked later goes to its task run's MLflow run
+    answer = first.lineage(where="Judge = 'Reject'")
+    assert answer.log("rejected") == "answers/rejected.json"
+    logged = client.download_artifacts(children[first.id], "answers/rejected.json", str(tmp_path / "answer"))
+    assert json.loads(Path(logged).read_text()) == json.loads(answer.to_json())
+    unlogged = als.run(SQL)  # no active run, option off: nothing logged
+    assert len(_runs_in(uri)) == 3  # the user's run and its two task runs
+    with pytest.raises(LookupError, match=f"run {unlogged.id} has no MLflow run in this tracking store"):
+        unlogged.lineage(sample=1).log()
+
+    # each model's weights: one logged model per sha256, linked from every run using them (no
+    # model UDF runs here: the models of a run's record, as als.run logs them)
+    models = udf_models(["text_sentiment"])  # the MiniLM folder under AL_MODELS_DIR
+    runs = []
+    for name in ("Q3", "Q20"):
+        with mlflow.start_run(experiment_id=experiment, run_name=name) as run:
+            log_models(models, experiment)
+        runs.append(run.info.run_id)
+    used = [client.get_run(r).data.tags["al.model.text_sentiment"] for r in runs]
+    assert used[0] == used[1]
+    model = client.get_logged_model(used[0])
+    assert model.name == "text_sentiment" and model.source_run_id == runs[0]
+    assert model.params == {
+        "weights": "sentiment/minilm-l6-sst2",
+        "sha256": models["text_sentiment"]["sha256"],
+    }
+    assert len(model.params["sha256"]) == 64 and model.tags["al.sha256"] == model.params["sha256"]
 
 
 def test_session_option_starts_one_mlflow_run_per_task_run(
@@ -76,7 +122,7 @@ def test_session_option_starts_one_mlflow_run_per_task_run(
     tracked.scale_factor = 0.01
     run = tracked.run(SQL)
     (logged,) = _runs_in(f"sqlite:///{tmp_path / 'ml' / 'mlflow.db'}")
-    assert logged.info.run_name == run.id and mlflow.active_run() is None
+    assert logged.info.run_name == task_name(run.record, run.task) and mlflow.active_run() is None
     assert logged.data.tags["al.run_id"] == run.id and logged.data.params["scale_factor"] == "0.01"
     assert logged.info.artifact_uri.startswith((tmp_path / "ml" / "artifacts").as_uri())
 

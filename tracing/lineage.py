@@ -394,6 +394,20 @@ class AugmentedLineage:
     def seconds(self) -> float:
         return sum(q.seconds for q in self.queries)
 
+    def log(self, name: str | None = None) -> str:
+        """Log this answer (its JSON) to the MLflow run its task run was logged as, found by
+        the ``al.run_id`` tag in the current tracking store, as ``answers/<name>.json``
+        (default name: the time); the artifact's path."""
+        from tracing.tracking import log_answer, tracked_run_of
+
+        found = tracked_run_of(self.run_id) if self.run_id else None
+        if found is None:
+            raise LookupError(
+                f"run {self.run_id} has no MLflow run in this tracking store: log the run first "
+                "(als.run inside mlflow.start_run(), or al run --mlflow)"
+            )
+        return log_answer(self, found, name)
+
     # --- per output row (like SHAP's Explanation: index, slice, iterate) ----------------------
     @property
     def rows(self) -> list[AugmentedLineage]:

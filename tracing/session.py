@@ -245,6 +245,7 @@ class LineageSession:
         reasons: str = "auto",
         keys: Keys | None = None,
         snapshot: str = "in-place",
+        name: str | None = None,
     ) -> Run:
         """Run ``task`` and persist it.
 
@@ -267,7 +268,9 @@ class LineageSession:
         over them are read where they are, fingerprinted; a question about the run fails in
         one line if one of their files changed since. ``keys``: the columns naming each such
         table's rows (``{"orders": "order_id"}``), else file and position. ``snapshot="copy"``
-        reads them through a copy in the store instead, for files that change."""
+        reads them through a copy in the store instead, for files that change. ``name``: the
+        task's, naming the run's MLflow run and OpenLineage job (default: the function its
+        code defines, else ``al.<tables read>.<digest>``)."""
         if snapshot not in SNAPSHOTS:
             raise ValueError(f"snapshot must be one of {', '.join(SNAPSHOTS)}, not {snapshot!r}")
         if backend not in BACKENDS:
@@ -316,7 +319,7 @@ class LineageSession:
         self.progress(f"run {run_id}: {strategy}/{backend}, {len(list(root.walk()))} segment(s)")
         record = execute_run(
             self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture,
-            confidence=backend == "confidence", reasons=reasons, read_in_place=read_in_place,
+            confidence=backend == "confidence", reasons=reasons, read_in_place=read_in_place, name=name,
         )
         done = Run(self, record, parsed, root)
         done.mlflow_run = track(done, self.mlflow, self.scale_factor)

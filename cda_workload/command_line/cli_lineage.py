@@ -8,7 +8,9 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cda_workload.command_line.local_session import existing_store, open_session
 from cda_workload.command_line.progress import Progress
@@ -28,7 +30,8 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
     task = load_task(args.taskfile, als)
     with progress.working(f"running {args.taskfile}"):
         code = task_code(args.taskfile, task)
-        run = als.run(task, strategy=args.strategy, backend=args.backend, code=code, reasons=args.reasons)
+        name = Path(args.taskfile).stem  # the MLflow run's and OpenLineage job's name
+        run = als.run(task, args.strategy, backend=args.backend, code=code, reasons=args.reasons, name=name)
     record = run.record
     print(
         f"run {run.id}: {record['output']['rows']} output row(s) in {record['task_seconds']:.1f} s "
@@ -191,10 +194,16 @@ def lineage(args: argparse.Namespace, progress: Progress) -> None:
         found = _ask(run, args)
     if shape != "parquet":
         print(found.to_json() if shape == "json" else found)
+        if args.mlflow:  # said on stderr: stdout holds the answer (JSON for --json)
+            _say_tracked(_track(args, run, {"lineage_seconds": found.seconds}, answer=found), sys.stderr)
         return
+    written = []
     for table, counts in found.to_parquet(args.output).items():  # never as Python rows
-        path = os.path.join(args.output, f"{table}.parquet")
-        print(f"wrote {path}: {counts['contributing']:,} contributing, {counts['control']:,} control rows")
+        written.append(Path(args.output) / f"{table}.parquet")
+        rows = f"{counts['contributing']:,} contributing, {counts['control']:,} control rows"
+        print(f"wrote {written[-1]}: {rows}")
+    if args.mlflow:
+        _say_tracked(_track(args, run, {"lineage_seconds": found.seconds}, written, folder="answers"))
 
 
 def report(args: argparse.Namespace, progress: Progress) -> None:
@@ -210,18 +219,41 @@ def report(args: argparse.Namespace, progress: Progress) -> None:
         print(f"wrote {path}")
     if args.mlflow:
         seconds = sum(lin.seconds for lin in lineages)
-        _track(args, run, {"lineage_seconds": seconds, "answers": len(lineages)}, written)
+        _say_tracked(_track(args, run, {"lineage_seconds": seconds, "answers": len(lineages)}, written))
 
 
 def export(args: argparse.Namespace, progress: Progress) -> None:
-    """`al export`: the run (opened, so checked against its digests) for a lineage catalog."""
-    from tracing.present.report import write_text
+    """`al export`: the run's START and COMPLETE OpenLineage events (the run opened, so checked
+    against its digests), printed as JSON lines or sent through the client's transport."""
+    from tracing.present.openlineage_event import JobId, ParentId, run_events, send
+    from tracing.task_summary import task_name
 
-    text = json.dumps(_open_run(args, progress).openlineage(args.namespace), indent=2)
-    if args.output is None:
-        print(text)
-    else:
-        print(f"wrote {write_text(text, args.output)}")
+    transport = _transport(args)  # a wrong option fails before the run is opened
+    parent = ParentId.parse(args.parent) if args.parent else None
+    run = _open_run(args, progress)
+    store = run.session.store.uri
+    job = JobId(args.namespace or store, args.job_name or task_name(run.record, run.task))
+    events = run_events(run.record, run.task, store, job, parent)
+    if transport is None:
+        from openlineage.client.serde import Serde
+
+        print("\n".join(json.dumps(Serde.to_dict(e)) for e in events))
+        return
+    send(events, transport)
+    print(f"sent {len(events)} events ({transport['type']}) to {args.output or args.url}")
+
+
+def _transport(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The client's transport config the options ask for; None: print to stdout."""
+    kind = args.transport or ("file" if args.output else "stdout")
+    needs = {"file": ("-o FILE", args.output), "http": ("--url URL", args.url)}
+    if kind in needs and not needs[kind][1]:
+        raise ValueError(f"--transport {kind} needs {needs[kind][0]}")
+    if kind == "file":
+        return {"type": "file", "log_file_path": args.output, "append": True}
+    if kind == "http":
+        return {"type": "http", "url": args.url}
+    return None
 
 
 def _ask(run: Run, args: argparse.Namespace) -> AugmentedLineage:
@@ -260,33 +292,33 @@ def _per_row(run: Run, args: argparse.Namespace, progress: Progress) -> list[Aug
     return whole.rows
 
 
-def _track(args: argparse.Namespace, run: Run, metrics: dict[str, Any], artifacts: list) -> None:
-    """Add what the command made (metrics, files) to the MLflow run the task run was logged
-    as (its ``al.run_id`` tag), or to a new one that records the task run, if there is none."""
+def _track(
+    args: argparse.Namespace,
+    run: Run,
+    metrics: dict[str, Any],
+    artifacts: Sequence[Path] = (),
+    folder: str = "audit",
+    answer: AugmentedLineage | None = None,
+) -> str:
+    """Add what the command made (metrics, files, the answer) to the MLflow run the task run
+    was logged as (its ``al.run_id`` tag), or to a new one that logs the task run first; its id."""
     import mlflow
 
     from tracing.present.report import log_to_mlflow
-    from tracing.tracking import EXPERIMENT, run_params, run_tags, tracked_run_of, use_tracking_store
+    from tracing.tracking import log_answer, task_run
 
-    experiment = use_tracking_store(EXPERIMENT, args.mlflow_dir)
-    found = tracked_run_of(run)
-    if found:
-        opened = mlflow.start_run(run_id=found)
-    else:  # a new MLflow run in the experiment (start_run's first parameter is a run id)
-        opened = mlflow.start_run(experiment_id=experiment, run_name=run.id)
-    with opened as tracked:
-        if found is None:
-            mlflow.set_tags(run_tags(run))
-            mlflow.log_params(run_params(run))
+    with task_run(run, args.mlflow_dir) as tracked:
         mlflow.log_metrics({f"{args.command}.{k}": v for k, v in metrics.items()})
-        log_to_mlflow(artifacts)
-    _say_tracked(tracked.info.run_id)
+        log_to_mlflow(artifacts, folder)
+        if answer is not None:
+            log_answer(answer, tracked)
+    return tracked
 
 
-def _say_tracked(mlflow_run: str) -> None:
+def _say_tracked(mlflow_run: str, stream: TextIO | None = None) -> None:  # None: sys.stdout now
     import mlflow
 
-    print(f"MLflow run {mlflow_run} in {mlflow.get_tracking_uri()}")
+    print(f"MLflow run {mlflow_run} in {mlflow.get_tracking_uri()}", file=stream)
 
 
 def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -391,7 +423,7 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
 
     p = sub.add_parser(
         "lineage",
-        parents=[common, store, choose],
+        parents=[common, store, choose, tracking],
         help="derive the augmented lineage of output rows of a run",
         description="Source rows and model calls (input, value, reason) behind output rows of a run: "
         "those matching --where, N sampled with --sample, or all of them.",
@@ -410,15 +442,38 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
     p = sub.add_parser(
         "export",
         parents=[common, store],
-        help="export a run for a lineage catalog (an OpenLineage RunEvent as JSON)",
-        description="One OpenLineage RunEvent (COMPLETE) for a run: its source snapshots as inputs, its "
-        "output with column lineage, its model calls and where to ask for per-row lineage as facets; "
-        "for Marquez, DataHub or OpenMetadata (docs/openlineage.md).",
+        help="export a run for a lineage catalog (its OpenLineage START and COMPLETE events)",
+        description="The run's OpenLineage events (START, COMPLETE): the files and tables it read as "
+        "inputs, named as openlineage-spark names them, its output with column lineage, its model calls "
+        "and where to ask for per-row lineage as facets; printed as JSON lines or sent through the "
+        "openlineage-python client's file or http transport, for Marquez, DataHub or OpenMetadata "
+        "(docs/openlineage.md).",
     )
     p.add_argument("run_id", metavar="RUN_ID", help="a run id, as `al runs` lists them")
     p.add_argument("--format", choices=["openlineage"], default="openlineage", help="(default openlineage)")
-    p.add_argument("--namespace", help="the job's OpenLineage namespace (default the store's URI)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the JSON here (default stdout)")
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("OPENLINEAGE_NAMESPACE"),
+        help="the job's OpenLineage namespace (default $OPENLINEAGE_NAMESPACE, else the store's URI)",
+    )
+    p.add_argument(
+        "--job-name",
+        help="the job's name (default the task's: the name given to als.run, the function its code "
+        "defines, else al.<tables read>.<digest>)",
+    )
+    p.add_argument(
+        "--parent",
+        metavar="NAMESPACE/JOB/RUN_ID",
+        default=os.environ.get("OPENLINEAGE_PARENT_ID"),
+        help="the run that started this one, for the parent run facet (default $OPENLINEAGE_PARENT_ID)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=["stdout", "file", "http"],
+        help="stdout (default: JSON lines), file (appends to -o FILE) or http (posts to --url)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="the file the file transport appends to")
+    p.add_argument("--url", help="the http transport's base URL (events go to URL/api/v1/lineage)")
     p.set_defaults(func=export)
 
     p = sub.add_parser(

@@ -22,12 +22,14 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
     from cda_workload.workloads.cda_queries import QUERIES
     from cda_workload.workloads.udfs import model_checksums
     from tracing.present.report import audit_report, write_text
+    from tracing.tracking import log_answer
 
     als = open_session(args.store, progress, args.verbose)
     als.scale_factor = args.sf  # each run logs itself into the demo's MLflow run
     data = Path(args.data)
     with tracked_run("cda-demo", f"demo-sf{args.sf}", args.mlflow_dir) as tracked:
-        mlflow.log_params({"strategy": args.strategy, "sf": args.sf, "seed": args.seed, **model_checksums()})
+        params = {"strategy": args.strategy, "scale_factor": args.sf, "seed": args.seed}  # as each query's
+        mlflow.log_params(params | model_checksums())
         cases = [Case("cda", name, str(args.sf), QUERIES[name]) for name in DEMO_QUERIES]
         with progress.working(
             f"preparing the extended TPC-H database (SF {args.sf}, seed {args.seed}) in {data}"
@@ -38,7 +40,7 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
             with progress.working(
                 f"{name}: running under {args.strategy} (models run on every candidate row)"
             ):
-                run = als.run(case.sql, strategy=args.strategy)  # the report shows the SQL
+                run = als.run(case.sql, strategy=args.strategy, name=name)  # the report shows the SQL
             task_s = time.perf_counter() - started
             rows = run.output.count()
             print(f"\n{name}: {rows} output rows in {task_s:.1f} s; stored {run.stored_tuples} tuples")
@@ -60,7 +62,7 @@ def demo(args: argparse.Namespace, progress: Progress) -> None:
                 client = mlflow.MlflowClient()
                 client.set_tag(logged, "al.query", name)
                 client.log_metric(logged, "derive_seconds", derive_s)
-                client.log_artifact(logged, str(out), "lineage")
+                log_answer(lineage, logged, "sample-1")  # where lin.log() and al lineage --mlflow put theirs
                 client.log_artifact(logged, str(report), "audit")
         print(f"\nruns are in the results store {als.store.uri}; lineage JSON and audit reports beside them")
         print(f"MLflow run {tracked.info.run_id} in {mlflow.get_tracking_uri()} (experiment cda-demo)")

@@ -1,66 +1,141 @@
-"""A run as one OpenLineage RunEvent, so catalogs that read OpenLineage (Marquez, DataHub,
-OpenMetadata) show which source snapshots and models produced its output, and link back to
-the row-level answers only this project gives.
+"""A run as OpenLineage RunEvents (START, then COMPLETE), so catalogs that read OpenLineage
+(Marquez, DataHub, OpenMetadata) show which files and models produced its output, joined to
+the graph openlineage-spark already draws, and link back to the row-level answers only this
+project gives.
 
-A run's record and task in, an event out (nothing else is read but the reason types of the
+A run's record and task in, events out (nothing else is read but the reason types of the
 UDFs installed packages declare). Built from the ``openlineage-python``
-client's classes (generated from the spec), so the JSON has the spec's shape and the client
-can emit it unchanged. Column lineage follows column ids through the operator tree: what a
-column's value is computed from is DIRECT; what decides which rows exist (filters, join and
-grouping keys, order) is INDIRECT, at the dataset level.
+client's classes (generated from the spec), so the JSON has the spec's shape and the client's
+transports send it unchanged. Datasets are named as openlineage-spark names the same files
+(namespace ``file`` and the absolute path; ``s3://bucket`` and the key, ...). Column lineage
+follows column ids through the operator tree: what a column's value is computed from is
+DIRECT; what decides which rows exist (filters, join and grouping keys, order) is INDIRECT,
+at the dataset level. The custom facets' JSON schemas ship in the package
+(``openlineage_schemas/``), named by their ``_schemaURL``.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import shlex
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from importlib.metadata import version
+from importlib.resources import files
 from typing import Any
 
 import attr
+from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
+    DatasetFacet,
     JobFacet,
     RunFacet,
     column_lineage_dataset,
     dataset_version_dataset,
     datasource_dataset,
     output_statistics_output_dataset,
+    parent_run,
     schema_dataset,
     source_code_job,
     sql_job,
+    symlinks_dataset,
 )
 from openlineage.client.serde import Serde
 
 from materialization.fingerprints import files_version, location
 from reasoning_udfs.udf import load_declared
 from segmenter import operators as ops
+from tracing.task_summary import tables_read, task_name
 
 # a URN: the project has no public URL to name (OpenLineage asks for a URI, e.g. a git tag)
 PRODUCER = f"urn:augmented-lineage:{version('augmented-lineage')}"
 PREFIX = "augmentedLineage"  # custom facet names start with the producer's name (spec convention)
+# where the custom facets' schemas are named: their files ship beside this module
+SCHEMAS = "urn:augmented-lineage:spec:facets:1-0-0:"
+OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "wasbs": "wasbs", "abfss": "abfss"}
+
+
+@dataclass(frozen=True)
+class JobId:
+    """A job (or the parent run's job) as OpenLineage names it."""
+
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ParentId:
+    """The run that started this one (an Airflow task, a notebook's job), as the spec's
+    ``ParentRunFacet`` names it; ``parse`` reads the ``namespace/name/runId`` form of
+    ``OPENLINEAGE_PARENT_ID`` (the form Airflow's ``lineage_parent_id`` macro gives)."""
+
+    job: JobId
+    run_id: str
+
+    @classmethod
+    def parse(cls, text: str) -> ParentId:
+        parts = text.rsplit("/", 2)  # a namespace may hold slashes (a URI), a job name not
+        if len(parts) != 3 or not all(parts):
+            raise ValueError(f"a parent run is NAMESPACE/JOB_NAME/RUN_ID (a UUID), not {text!r}")
+        return cls(JobId(parts[0], parts[1]), str(uuid.UUID(parts[2])))
 
 
 def openlineage_event(
     record: Mapping[str, Any], task: ops.Task, store: str, namespace: str | None = None
 ) -> dict[str, Any]:
-    """The run as a COMPLETE RunEvent in JSON form (see :func:`run_event`)."""
-    return Serde.to_dict(run_event(record, task, store, namespace))
+    """The run's COMPLETE event in JSON form (see :func:`run_events`)."""
+    job = JobId(namespace or store, task_name(record, task))
+    return Serde.to_dict(run_events(record, task, store, job)[-1])
 
 
-def run_event(
-    record: Mapping[str, Any], task: ops.Task, store: str, namespace: str | None = None
-) -> RunEvent:
-    """The run ``record`` (with its parsed ``task``) of results store ``store`` as a COMPLETE
-    RunEvent; ``namespace``: the job's (default the store's URI, where its datasets live).
-    The runId is a UUID derived from store and run id, so exporting twice names one run."""
-    run_id = record["run_id"]
+def run_events(
+    record: Mapping[str, Any], task: ops.Task, store: str, job: JobId, parent: ParentId | None = None
+) -> list[RunEvent]:
+    """The run ``record`` (with its parsed ``task``) of results store ``store`` as its START
+    and COMPLETE events of job ``job``, under ``parent`` if one started it. The runId is a UUID
+    derived from store and run id, so exporting twice names one run. (A run that fails leaves
+    no record in the store: there is nothing to send a FAIL for.)"""
     named = datasets(record, task, store)
-    ol_run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{store}/runs/{run_id}"))
+    ended = datetime.fromisoformat(record["created"])
+    started = ended - timedelta(seconds=record.get("task_seconds", 0.0))
+    steps = ((RunState.START, started, False), (RunState.COMPLETE, ended, True))
+    return [  # each event its own objects: the client adds facets to the events it sends
+        RunEvent(
+            eventType=state,
+            eventTime=at.isoformat(),
+            producer=PRODUCER,
+            run=Run(
+                runId=ol_run_id(store, record["run_id"]), facets=_run_facets(record, task, store, parent)
+            ),
+            job=Job(namespace=job.namespace, name=job.name, facets=_job_facets(task)),
+            inputs=_inputs(task, named, store),
+            outputs=[_output(record, task, store, named)] if done else [],
+        )
+        for state, at, done in steps
+    ]
+
+
+def send(events: Iterable[RunEvent], transport: Mapping[str, Any]) -> None:
+    """Each event through the openlineage-python client's ``transport`` (its config: ``file``,
+    ``http``, ``kafka``...); the client adds its own ``tags`` run facet (its version)."""
+    client = OpenLineageClient(config={"transport": dict(transport)})
+    for event in events:
+        client.emit(event)
+
+
+def ol_run_id(store: str, run_id: str) -> str:
+    """The run's OpenLineage runId: a UUID from the store and run id, the same at every export."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{store}/runs/{run_id}"))
+
+
+def _run_facets(
+    record: Mapping[str, Any], task: ops.Task, store: str, parent: ParentId | None
+) -> dict[str, RunFacet]:
+    run_id = record["run_id"]
     facets: dict[str, RunFacet] = {
         f"{PREFIX}_modelCalls": ModelCallsRunFacet(udfs=_model_calls(record, task), producer=PRODUCER),
         f"{PREFIX}_execution": ExecutionRunFacet(
@@ -76,27 +151,32 @@ def run_event(
             producer=PRODUCER,
         ),
     }
-    return RunEvent(
-        eventType=RunState.COMPLETE,
-        eventTime=record["created"],
-        producer=PRODUCER,
-        run=Run(runId=ol_run_id, facets=facets),
-        job=Job(namespace=namespace or store, name=job_name(task), facets=_job_facets(task)),
-        inputs=_inputs(task, named),
-        outputs=[_output(record, task, store, named)],
-    )
+    if parent is not None:
+        facets["parent"] = parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=parent.run_id),
+            job=parent_run.Job(namespace=parent.job.namespace, name=parent.job.name),
+            producer=PRODUCER,
+        )
+    return facets
 
 
-def job_name(task: ops.Task) -> str:
-    """``al.<tables read>.<digest>``: the same task gives the same job in every run (the
-    digest is of the tree with the user's names, which do not change between sessions)."""
-    tables = dict.fromkeys(n.table for n in task.root.walk() if isinstance(n, ops.Source))
-    digest = hashlib.sha256(ops.pretty(task.render()).encode()).hexdigest()[:8]
-    return f"al.{'_'.join(tables)}.{digest}"
+def facet_schemas() -> dict[str, dict[str, Any]]:
+    """The custom facets' JSON schemas shipped with the package, by ``$id``."""
+    found = (json.loads(f.read_text()) for f in files(__package__).joinpath("openlineage_schemas").iterdir())
+    return {s["$id"]: s for s in found}
 
 
 @attr.define
-class ModelCallsRunFacet(RunFacet):
+class CustomRunFacet(RunFacet):
+    """A facet of this project's: its schema ships in the package, named after the class."""
+
+    @classmethod
+    def _get_schema(cls) -> str:
+        return f"{SCHEMAS}{cls.__name__}.json#/$defs/{cls.__name__}"
+
+
+@attr.define
+class ModelCallsRunFacet(CustomRunFacet):
     """Each UDF the task calls: where it comes from, the weights and sha256 the run used, the
     type of its reasons and the calls (value column, arguments)."""
 
@@ -104,7 +184,7 @@ class ModelCallsRunFacet(RunFacet):
 
 
 @attr.define
-class ExecutionRunFacet(RunFacet):
+class ExecutionRunFacet(CustomRunFacet):
     """How the run was kept: what an auditor needs to know how its answers are derived."""
 
     strategy: str
@@ -113,7 +193,7 @@ class ExecutionRunFacet(RunFacet):
 
 
 @attr.define
-class RowLineageRunFacet(RunFacet):
+class RowLineageRunFacet(CustomRunFacet):
     """Where the per-row answers (source rows and model reasons of one output row) are asked."""
 
     store: str
@@ -155,10 +235,23 @@ def _schema(cols: Iterable[ops.Col]) -> schema_dataset.SchemaDatasetFacet:
 Datasets = Mapping[str, tuple[str, str, str, str]]  # table -> namespace, name, version, URI
 
 
+def dataset_naming(uri: str) -> tuple[str, str]:
+    """A file or folder's OpenLineage (namespace, name), as openlineage-spark names it
+    (``FilesystemDatasetUtils``): ``file`` and the absolute path; an object store's bucket
+    (``s3a``/``s3n`` as ``s3``) and the key; else ``scheme://authority`` and the path."""
+    scheme, _, rest = uri.partition(":")
+    if scheme == "file":
+        return "file", "/" + rest.lstrip("/").rstrip("/")
+    authority, _, path = rest.lstrip("/").partition("/")
+    if scheme in OBJECT_STORES:
+        return f"{OBJECT_STORES[scheme]}://{authority}", path.strip("/") or "/"
+    return f"{scheme}://{authority}", "/" + path.rstrip("/")
+
+
 def datasets(record: Mapping[str, Any], task: ops.Task, store: str) -> Datasets:
-    """Each source table as an OpenLineage dataset: a store snapshot in the store's
-    namespace; the user's files read in place by OpenLineage's naming of files (namespace
-    ``file`` or ``scheme://authority``, name their path), versioned by their fingerprint."""
+    """Each source table as an OpenLineage dataset named by where Spark read it: a store
+    snapshot by its folder, versioned by its id; the user's files read in place by their
+    path, versioned by their fingerprint."""
     in_place = {e["table"]: e for e in record.get("read_in_place", [])}
     found: dict[str, tuple[str, str, str, str]] = {}
     for node in task.root.walk():
@@ -166,53 +259,47 @@ def datasets(record: Mapping[str, Any], task: ops.Task, store: str) -> Datasets:
             continue
         entry = in_place.get(node.table)
         if entry is None:
-            found[node.table] = (store, node.table, node.snapshot.rsplit("/", 1)[-1], node.snapshot)
-            continue
-        uri = location(entry)
-        scheme, _, rest = uri.partition(":")
-        if scheme == "file":
-            namespace, name = "file", "/" + rest.lstrip("/")
+            uri, at = node.snapshot, node.snapshot.rstrip("/").rsplit("/", 1)[-1]
         else:
-            authority, _, path = rest.lstrip("/").partition("/")
-            namespace, name = f"{scheme}://{authority}", "/" + path
-        found[node.table] = (namespace, name, files_version(entry), uri)
+            uri, at = location(entry), files_version(entry)
+        found[node.table] = (*dataset_naming(uri), at, uri)
     return found
 
 
-def _inputs(task: ops.Task, named: Datasets) -> list[InputDataset]:
+def _inputs(task: ops.Task, named: Datasets, store: str) -> list[InputDataset]:
     """One dataset per table read (a table read twice, e.g. a self-join, once)."""
-    read: dict[str, ops.Source] = {}
-    for node in task.root.walk():
-        if isinstance(node, ops.Source):
-            read.setdefault(node.table, node)
     inputs = []
-    for table, source in read.items():
+    for table, cols in tables_read(task).items():
         namespace, name, at, uri = named[table]
-        hidden = source.files is not None and source.files.row_id  # a row id of ours, not a column
-        inputs.append(
-            InputDataset(
-                namespace=namespace,
-                name=name,
-                facets={
-                    "schema": _schema(source.cols[:-1] if hidden else source.cols),
-                    "version": dataset_version_dataset.DatasetVersionDatasetFacet(
-                        datasetVersion=at, producer=PRODUCER
-                    ),
-                    "dataSource": datasource_dataset.DatasourceDatasetFacet(
-                        name=namespace, uri=uri, producer=PRODUCER
-                    ),
-                },
-            )
-        )
+        facets: dict[str, DatasetFacet] = {
+            "schema": _schema(cols),
+            "version": dataset_version_dataset.DatasetVersionDatasetFacet(
+                datasetVersion=at, producer=PRODUCER
+            ),
+            "dataSource": datasource_dataset.DatasourceDatasetFacet(
+                name=namespace, uri=uri, producer=PRODUCER
+            ),
+            "symlinks": _table_name(store, table),
+        }
+        inputs.append(InputDataset(namespace=namespace, name=name, facets=facets))
     return inputs
 
 
+def _table_name(store: str, table: str) -> symlinks_dataset.SymlinksDatasetFacet:
+    """The name the task reads the dataset by (a registered table, a view, a file's stem), as
+    openlineage-spark gives a catalog table's name beside its location."""
+    named = symlinks_dataset.Identifier(namespace=store, name=table, type="TABLE")
+    return symlinks_dataset.SymlinksDatasetFacet(identifiers=[named], producer=PRODUCER)
+
+
 def _output(record: Mapping[str, Any], task: ops.Task, store: str, named: Datasets) -> OutputDataset:
+    """The run's output folder in the store, named as Spark wrote it."""
     lineage = ColumnLineage(task)
     output = record["output"]
+    namespace, name = dataset_naming(f"{store.rstrip('/')}/runs/{record['run_id']}/{output['dir']}")
     return OutputDataset(
-        namespace=store,
-        name=f"runs/{record['run_id']}/{output['dir']}",
+        namespace=namespace,
+        name=name,
         facets={"schema": _schema(task.output), "columnLineage": lineage.facet(task.output, named)},
         outputFacets={
             "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(

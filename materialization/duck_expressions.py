@@ -98,6 +98,8 @@ def _question_parts(where: str, names: tuple[str, ...]) -> None:
         tree = sqlglot.parse_one(_as_sqlglot_reads_spark(where), read="spark")
     except sqlglot.errors.ParseError as e:
         raise NotInProcess(f"cannot parse {where!r}") from e
+    if tree.find(exp.Select):
+        raise NotInQuestions("a subquery")
     known = {n.casefold() for n in names}  # Spark resolves names case-insensitively
     for node in tree.walk():
         if isinstance(node, exp.AggFunc):

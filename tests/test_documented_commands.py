@@ -33,6 +33,8 @@ ELSEWHERE = {
     "python -m cda_workload queries": ".ci/run (as .venv/bin/python)",
     "al demo": ".ci/run (as .venv/bin/python -m cda_workload demo)",
     ".venv/bin/python examples/own_job.py": "test_the_own_job_example_runs_as_written",
+    "al export RUN_ID --store al_store --transport http --url http://localhost:5000": "a lineage server"
+    " (Marquez) on the reader's machine; test_openlineage.py posts the same events to a local endpoint",
     "al bench --queries Q3,Q9": _BENCH,
     ".venv/bin/python -m cda_workload.benchmarks.bench_jobs --rows 10000 --repeat 3": _BENCH,
     ".venv/bin/python -m cda_workload bench --sf 0.01 --queries Q3,Q9 --strategies rerun,fm,full "

@@ -133,9 +133,11 @@ def test_one_question_keeps_each_rows_answer_apart(runs: dict[str, Run], eager: 
     assert lin.where(lambda row: row["count"] == 1).source_ids("loan") == {("L02",), ("L07",)}
     assert lin.where("count = 1 AND Judge <> 'Accept'").to_dict() == lin[1:].to_dict()  # as where= takes
     assert_reject_lineage(lin.where("Judge = 'Reject'"))
-    for unjudged in ("reflect('java.lang.System', 'exit', 0) IS NULL", "Verdict = 'Reject'"):
-        with pytest.raises(LineageError, match=r"^lin.where\(.*\) cannot be judged here \(.*\): ask run"):
-            lin.where(unjudged)  # only what the allow-list judges as Spark does; no unknown name
+    with pytest.raises(LineageError, match=r"^lin.where\(.*\) cannot be judged here \(.*\): ask run"):
+        lin.where("reflect('java.lang.System', 'exit', 0) IS NULL")  # only what the allow-list judges
+    named = r"no output column is named 'Verdict' \(the output's columns: Judge, count\)"
+    with pytest.raises(LineageError, match=named):
+        lin.where("Verdict = 'Reject'")
     data = json.loads(lin.to_json())
     assert data["schema_version"] == 3 and data["run_id"] == lin.run_id and lin.run_id
     assert [row["output"] for row in data["rows"]] == [{"Judge": j, "count": n} for j, n in LOAN_OUTPUT]

@@ -533,7 +533,7 @@ class Run:
             raise ValueError(f"page= is a number of output rows from 1 to {PER_ROW_MAX:,} (got {page!r})")
         self._check_choice(where, None, None)
         with value_errors(where):
-            chosen = self._choose(where, None, None, 0)
+            chosen = self._choose(where, None)
             names = [ident(c.id) for c in self.task.output]
             rows = [tuple(r) for r in chosen.selectExpr(*names).distinct().collect()]
         if not rows:

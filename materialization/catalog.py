@@ -143,6 +143,17 @@ class StoreCatalog:
         infos = self.fs.get_file_info([runs, f"{self.root}/runs/{STAGING}{run_id}"])
         return any(i.type != pafs.FileType.NotFound for i in infos)
 
+    def snapshot_rows(self, snapshot: str) -> int | None:
+        """The rows a source snapshot of this store holds, as its registration counted them
+        (None: not recorded, or not a snapshot of this store)."""
+        shown = snapshot.removeprefix(self.uri + "/")
+        try:
+            with self.fs.open_input_stream(f"{self.root}/{shown}/_al_source.json") as f:
+                rows = json.loads(f.read().decode("utf-8")).get("rows")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return rows if isinstance(rows, int) and shown != snapshot else None
+
     def read_run(self, run_id: str) -> dict[str, Any]:
         path = f"{self.root}/runs/{check_run_id(run_id)}/run.json"
         if self.fs.get_file_info(path).type != pafs.FileType.File:

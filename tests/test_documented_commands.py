@@ -35,6 +35,8 @@ ELSEWHERE = {
     ".venv/bin/python examples/own_job.py": "test_the_own_job_example_runs_as_written",
     "al export RUN_ID --store al_store --transport http --url http://localhost:5000": "a lineage server"
     " (Marquez) on the reader's machine; test_openlineage.py posts the same events to a local endpoint",
+    "al run examples/loan.py --store al_store --openlineage http://localhost:5000": "a lineage server"
+    " (Marquez); test_openlineage.py checks the events a run sends as it runs",
     "al bench --queries Q3,Q9": _BENCH,
     ".venv/bin/python -m cda_workload.benchmarks.bench_jobs --rows 10000 --repeat 3": _BENCH,
     ".venv/bin/python -m cda_workload bench --sf 0.01 --queries Q3,Q9 --strategies rerun,fm,full "
@@ -105,8 +107,10 @@ def test_every_documented_command_line_runs_as_written(
                 run_id = made[line] = out.getvalue().split()[1].rstrip(":")
             ran.append(argv[0])
     assert {"run", "runs", "lineage", "report", "gc", "verify", "export"} <= set(ran)
-    for written in ("report.html", "report.json", "event.json", "al_mlflow/mlflow.db"):
-        assert (tmp_path / written).stat().st_size > 0, written
+    for written in ("report.html", "report.json", "events.jsonl", "al_mlflow/mlflow.db"):
+        assert (tmp_path / written).is_file() and (tmp_path / written).stat().st_size > 0, (
+            written, sorted(p.name for p in tmp_path.iterdir()), ran
+        )
 
 
 def _as_ci(words: list[str]) -> list[str]:

@@ -25,12 +25,15 @@ from pyspark.sql import functions as F
 from referencing import Registry, Resource
 
 from cda_workload.workloads.loan_example import register_loan_tables
+from materialization.execute import UDFError
 from reasoning_udfs.loan_rules import credit_rules
+from tests.failing_udf import fragile
 from tests.test_store_trust import _al
 from tracing import LineageSession
 from tracing.present.openlineage_event import (
     SCHEMAS,
     JobId,
+    OpenLineageEmitter,
     ParentId,
     dataset_naming,
     facet_schemas,
@@ -123,13 +126,40 @@ def test_dataset_names_follow_openlineage_spark() -> None:
 
 
 def test_a_run_is_its_openlineage_events(
-    als: LineageSession, tmp_path: Path, endpoint: tuple[str, list[tuple[str, dict[str, Any]]]]
+    als: LineageSession,
+    tmp_path: Path,
+    endpoint: tuple[str, list[tuple[str, dict[str, Any]]]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     register_loan_tables(als)
+    live = tmp_path / "live.jsonl"  # what a listener sends while the runs run
+    emitter = OpenLineageEmitter({"type": "file", "log_file_path": str(live), "append": True}, "live")
+    monkeypatch.setattr(als, "listeners", [emitter])
     run = als.run(judged_by_country(als), code=inspect.getsource(judged_by_country))
+    failing = als.table("client").withColumn("doubled", fragile(F.col("Income") * 0 + 13))
+    with pytest.raises(UDFError, match="unlucky input"):
+        als.run(failing, name="doubling")
     store = als.store.uri
     event = run.openlineage()  # the COMPLETE event
     registry = _registry()
+
+    # sent as the runs ran: START then COMPLETE, START then FAIL with the error, all valid
+    sent_live = [json.loads(line) for line in live.read_text().splitlines()]
+    for one in sent_live:
+        _valid(one, registry)
+    assert [(e["eventType"], e["job"]["name"]) for e in sent_live] == [
+        ("START", "judged_by_country"), ("COMPLETE", "judged_by_country"),
+        ("START", "doubling"), ("FAIL", "doubling"),
+    ]  # fmt: skip
+    began, completed, _, failed = sent_live
+    assert began["run"]["runId"] == completed["run"]["runId"] == event["run"]["runId"]
+    assert began["eventTime"] < completed["eventTime"] == run.record["created"]
+    assert completed["outputs"] == event["outputs"] and began["inputs"] == event["inputs"]
+    assert failed["run"]["runId"] == sent_live[2]["run"]["runId"] != began["run"]["runId"]
+    error = failed["run"]["facets"]["errorMessage"]
+    assert error["message"].startswith("UDFError: ") and "unlucky input" in error["message"]
+    assert error["programmingLanguage"] == "PYTHON" and "Traceback" in error["stackTrace"]
+    assert failed["outputs"] == [] and failed["job"]["namespace"] == "live"
 
     # START and COMPLETE of one run, valid, and the client's file transport writes them unchanged
     job = JobId("loans", "judge_by_country")

@@ -77,6 +77,8 @@ def test_runs_log_as_nested_runs_of_the_active_mlflow_run(als: LineageSession, t
             ("ClientID", "string"),
             ("Income", "long"),
         ]
+        profiles = {d.dataset.name: json.loads(d.dataset.profile) for d in inputs}
+        assert profiles["client"] == {"num_rows": als.table("client").count()}  # as registered
         folder = Path(client.download_artifacts(logged.info.run_id, "", str(tmp_path / run.id)))
         record = json.loads((folder / "lineage_run.json").read_text())
         assert record["run_id"] == run.id and set(record) <= {*SUMMARY, "read_in_place"}

@@ -21,10 +21,12 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import duckdb
 from pyspark.errors import AnalysisException, ParseException
@@ -93,6 +95,18 @@ BUDGET = 20_000  # Shannon expansions an exact evaluation may take before "auto"
 TableData: TypeAlias = "DataFrame | pd.DataFrame | str"  # pandas imported when a table is registered
 
 
+class RunListener(Protocol):
+    """Told when a run starts (``record``: what is known then: run id, strategy, backend,
+    reasons, the files read in place, the start time, the name) and when it ends (the run's
+    record, or that first one and the error)."""
+
+    def started(self, record: Mapping[str, Any], task: Task, store: str) -> None: ...
+
+    def ended(
+        self, record: Mapping[str, Any], task: Task, store: str, error: BaseException | None
+    ) -> None: ...
+
+
 class LineageSession:
     def __init__(
         self,
@@ -101,9 +115,13 @@ class LineageSession:
         progress: Callable[[str], None] | None = None,
         mlflow: Option = None,
         start_spark: SparkOf = spark_session,
+        listeners: Sequence[RunListener] = (),
     ) -> None:
         """``mlflow``: each run is logged into the active MLflow run when there is one (None);
         True, a folder or a tracking URI also starts one per run otherwise; False: never.
+        ``listeners`` are told when each run starts and ends, e.g.
+        ``tracing.present.openlineage_event.OpenLineageEmitter``, which sends its OpenLineage
+        START, then COMPLETE or FAIL.
         Without ``spark``, ``start_spark`` makes the session when something first needs it:
         questions a local store answers in process never start a JVM."""
         if spark is not None and type(spark).__module__.startswith("pyspark.sql.connect"):
@@ -115,6 +133,7 @@ class LineageSession:
         self.started_spark = spark  # None until a session is needed
         self._start_spark = start_spark
         self.mlflow = mlflow
+        self.listeners = list(listeners)
         self.scale_factor: float | None = None  # logged with each run when a workload sets it
         self.store = ResultsStore(lambda: self.spark, store)
         if not self.store.catalog.exists():
@@ -317,13 +336,33 @@ class LineageSession:
             refuse_unsound(root)
         run_id = run_id or new_id("r")
         self.progress(f"run {run_id}: {strategy}/{backend}, {len(list(root.walk()))} segment(s)")
-        record = execute_run(
-            self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture,
-            confidence=backend == "confidence", reasons=reasons, read_in_place=read_in_place, name=name,
-        )
+        begun = {
+            "run_id": run_id, "strategy": strategy, "backend": backend, "reasons": reasons,
+            "read_in_place": read_in_place, "created": datetime.now(UTC).isoformat(),
+            **({"name": name} if name else {}),
+        }  # fmt: skip
+        self._tell("started", begun, parsed, self.store.uri)
+        try:
+            record = execute_run(
+                self.spark, self.store, parsed, root, strategy, run_id, self.progress, capture,
+                confidence=backend == "confidence", reasons=reasons, read_in_place=read_in_place, name=name,
+            )
+        except BaseException as failed:
+            self._tell("ended", begun, parsed, self.store.uri, failed)
+            raise
+        self._tell("ended", record, parsed, self.store.uri, None)
         done = Run(self, record, parsed, root)
         done.mlflow_run = track(done, self.mlflow, self.scale_factor)
         return done
+
+    def _tell(self, news: str, *args: Any) -> None:
+        """Each listener told (``news``: ``started`` or ``ended``); one that fails (a lineage
+        server down) is said, not raised: the run is the user's, its telling a side matter."""
+        for listener in self.listeners:
+            try:
+                getattr(listener, news)(*args)
+            except Exception as exc:
+                warnings.warn(f"{type(listener).__name__} failed: {first_line(exc)}", stacklevel=3)
 
     def load_run(self, run_id: str) -> Run:
         """A run persisted earlier, possibly by another process."""

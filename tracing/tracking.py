@@ -176,15 +176,32 @@ def _log_datasets(run: Run) -> None:
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.data.spark_dataset_source import SparkDatasetSource
 
+    class Profiled(MetaDataset):
+        """A dataset's row count as its profile, where the run's record or the snapshot has it."""
+
+        def __init__(self, rows: int | None, **given: Any) -> None:
+            super().__init__(**given)
+            self.rows = rows
+
+        @property
+        def profile(self) -> dict[str, int] | None:
+            return None if self.rows is None else {"num_rows": self.rows}
+
+        def to_dict(self) -> dict[str, str]:
+            return {**super().to_dict(), "profile": json.dumps(self.profile)}
+
     in_place = {e["table"]: e for e in run.record.get("read_in_place", [])}
     snapshots = {n.table: n.snapshot for n in run.task.root.walk() if isinstance(n, Source)}
     digests = dict(run.record.get("inputs", []))
+    catalog = run.session.store.catalog
     for table, cols in tables_read(run.task).items():
         entry = in_place.get(table)
         path = location(entry) if entry else snapshots[table]
         digest = files_version(entry) if entry else digests[path]
-        dataset = MetaDataset(
-            SparkDatasetSource(path=path), name=table, digest=digest[:16], schema=_schema(cols)
+        counts = [f.get("rows") for f in entry["files"]] if entry else [catalog.snapshot_rows(path)]
+        dataset = Profiled(
+            None if None in counts else sum(counts),  # type: ignore[arg-type]
+            source=SparkDatasetSource(path=path), name=table, digest=digest[:16], schema=_schema(cols),
         )
         mlflow.log_input(dataset, context="source")
 

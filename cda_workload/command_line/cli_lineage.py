@@ -21,12 +21,15 @@ if TYPE_CHECKING:
 
 
 def run_task(args: argparse.Namespace, progress: Progress) -> None:
-    """Run a task file; with ``--mlflow`` the run logs itself as an MLflow run of its own."""
+    """Run a task file; with ``--mlflow`` the run logs itself as an MLflow run of its own,
+    with ``--openlineage`` it sends its START and COMPLETE (or FAIL) events as it runs."""
     from cda_workload.command_line.task_file import load_task, task_code
 
     als = open_session(args.store, progress, args.verbose)
     if args.mlflow:
         als.mlflow = args.mlflow_dir or True
+    if args.openlineage:
+        als.listeners.append(_emitter(args.openlineage))
     task = load_task(args.taskfile, als)
     with progress.working(f"running {args.taskfile}"):
         code = task_code(args.taskfile, task)
@@ -40,6 +43,21 @@ def run_task(args: argparse.Namespace, progress: Progress) -> None:
     print(run.segments())
     if run.mlflow_run is not None:
         _say_tracked(run.mlflow_run)
+
+
+def _emitter(target: str) -> Any:
+    """OpenLineage events posted to ``target`` (an http(s) URL) or appended to it (a file), in
+    the job namespace and under the parent run the environment names, as `al export`."""
+    from tracing.present.openlineage_event import OpenLineageEmitter, ParentId
+
+    if target.startswith(("http://", "https://")):
+        transport = {"type": "http", "url": target}
+    else:
+        transport = {"type": "file", "log_file_path": target, "append": True}
+    parent = os.environ.get("OPENLINEAGE_PARENT_ID")
+    return OpenLineageEmitter(
+        transport, os.environ.get("OPENLINEAGE_NAMESPACE"), parent=ParentId.parse(parent) if parent else None
+    )
 
 
 def list_runs(args: argparse.Namespace, progress: Progress) -> None:
@@ -365,6 +383,12 @@ def add_lineage_commands(sub: argparse._SubParsersAction, common: argparse.Argum
         "that returns a DataFrame or SQL string) and print its run id and segments.",
     )
     p.add_argument("taskfile", metavar="TASKFILE", help="a .sql or .py task file")
+    p.add_argument(
+        "--openlineage",
+        metavar="URL|FILE",
+        help="send the run's OpenLineage START and COMPLETE (or FAIL) events as it runs: posted to an "
+        "http(s) URL (a lineage server such as Marquez) or appended to a file as JSON lines",
+    )
     p.add_argument("--strategy", choices=["fm", "rerun", "full"], help="what to store (default fm)")
     p.add_argument(
         "--backend",

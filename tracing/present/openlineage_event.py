@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import shlex
+import traceback
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import version
 from importlib.resources import files
 from typing import Any
@@ -37,6 +38,7 @@ from openlineage.client.facet_v2 import (
     column_lineage_dataset,
     dataset_version_dataset,
     datasource_dataset,
+    error_message_run,
     output_statistics_output_dataset,
     parent_run,
     schema_dataset,
@@ -98,25 +100,84 @@ def run_events(
     """The run ``record`` (with its parsed ``task``) of results store ``store`` as its START
     and COMPLETE events of job ``job``, under ``parent`` if one started it. The runId is a UUID
     derived from store and run id, so exporting twice names one run. (A run that fails leaves
-    no record in the store: there is nothing to send a FAIL for.)"""
-    named = datasets(record, task, store)
+    no record in the store; :class:`OpenLineageEmitter`, told while the run runs, sends its
+    FAIL.)"""
     ended = datetime.fromisoformat(record["created"])
     started = ended - timedelta(seconds=record.get("task_seconds", 0.0))
-    steps = ((RunState.START, started, False), (RunState.COMPLETE, ended, True))
     return [  # each event its own objects: the client adds facets to the events it sends
-        RunEvent(
-            eventType=state,
-            eventTime=at.isoformat(),
-            producer=PRODUCER,
-            run=Run(
-                runId=ol_run_id(store, record["run_id"]), facets=_run_facets(record, task, store, parent)
-            ),
-            job=Job(namespace=job.namespace, name=job.name, facets=_job_facets(task)),
-            inputs=_inputs(task, named, store),
-            outputs=[_output(record, task, store, named)] if done else [],
-        )
-        for state, at, done in steps
+        _event(RunState.START, started, record, task, store, job, parent),
+        _event(RunState.COMPLETE, ended, record, task, store, job, parent),
     ]
+
+
+def _event(
+    state: RunState,
+    at: datetime,
+    record: Mapping[str, Any],
+    task: ops.Task,
+    store: str,
+    job: JobId,
+    parent: ParentId | None,
+    error: BaseException | None = None,
+) -> RunEvent:
+    """One event of the run: the output only in COMPLETE, the error only in FAIL."""
+    named = datasets(record, task, store)
+    facets = _run_facets(record, task, store, parent)
+    if error is not None:
+        facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=f"{type(error).__name__}: {error}".strip().splitlines()[0],
+            programmingLanguage="PYTHON",
+            stackTrace="".join(traceback.format_exception(error)),
+            producer=PRODUCER,
+        )
+    return RunEvent(
+        eventType=state,
+        eventTime=at.isoformat(),
+        producer=PRODUCER,
+        run=Run(runId=ol_run_id(store, record["run_id"]), facets=facets),
+        job=Job(namespace=job.namespace, name=job.name, facets=_job_facets(task)),
+        inputs=_inputs(task, named, store),
+        outputs=[_output(record, task, store, named)] if state == RunState.COMPLETE else [],
+    )
+
+
+class OpenLineageEmitter:
+    """Sends a run's START when it begins and its COMPLETE, or FAIL with the error, when it
+    ends, as openlineage-spark does for a Spark job: ``LineageSession(listeners=
+    [OpenLineageEmitter({"type": "http", "url": ...})])``. ``transport``: the client's
+    transport config (None: the client's own configuration, ``OPENLINEAGE_URL`` or
+    ``openlineage.yml``); the job is ``namespace`` (default the store's URI) and ``job_name``
+    (default the task's name), under ``parent`` if one started it."""
+
+    def __init__(
+        self,
+        transport: Mapping[str, Any] | None = None,
+        namespace: str | None = None,
+        job_name: str | None = None,
+        parent: ParentId | None = None,
+    ) -> None:
+        self.client = OpenLineageClient(config={"transport": dict(transport)} if transport else None)
+        self.namespace = namespace
+        self.job_name = job_name
+        self.parent = parent
+
+    def started(self, record: Mapping[str, Any], task: ops.Task, store: str) -> None:
+        at, job = datetime.fromisoformat(record["created"]), self._job(record, task, store)
+        self.client.emit(_event(RunState.START, at, record, task, store, job, self.parent))
+
+    def ended(
+        self, record: Mapping[str, Any], task: ops.Task, store: str, error: BaseException | None
+    ) -> None:
+        job = self._job(record, task, store)
+        if error is None:
+            at = datetime.fromisoformat(record["created"])
+            self.client.emit(_event(RunState.COMPLETE, at, record, task, store, job, self.parent))
+        else:
+            at = datetime.now(UTC)
+            self.client.emit(_event(RunState.FAIL, at, record, task, store, job, self.parent, error))
+
+    def _job(self, record: Mapping[str, Any], task: ops.Task, store: str) -> JobId:
+        return JobId(self.namespace or store, self.job_name or task_name(record, task))
 
 
 def send(events: Iterable[RunEvent], transport: Mapping[str, Any]) -> None:

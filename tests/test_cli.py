@@ -164,7 +164,8 @@ def test_questions_answered_in_process_start_no_jvm(commands: dict, run_id: str)
         assert done.returncode == 0 and "starting Spark" not in done.stderr, done.stderr
     assert commands["report"].stdout.startswith("wrote ")
     assert run_id in Path(commands["report"].stdout.split()[1]).read_text()
-    assert json.loads(commands["export"].stdout) and run_id in commands["export"].stdout
+    events = [json.loads(line) for line in commands["export"].stdout.splitlines()]
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"] and run_id in commands["export"].stdout
     done = commands["column"]
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines()[-1] == (

@@ -35,7 +35,7 @@ def test_tree_diagram_draws_every_operator_in_its_segment(spark: SparkSession, t
     tables = sorted(t.text or "" for n in nodes if n.get("data-op") == "T" for t in n.iter(f"{SVG}text"))
     assert tables == ["client", "client", "client", "loan"]
     titles = [n.findtext(f"{SVG}title", "") for n in nodes]
-    owners = Counter(m[1] for t in titles if (m := re.search(r"\(segment (\d+)\)", t)))
+    owners = Counter(m[1] for t in titles if (m := re.search(r"\(S(\d+)\)", t)))
     assert owners == {str(s.id): len(s.operators) for s in root.walk()}
 
     bands = svg.findall(f"{SVG}g[@class='al-seg']")

@@ -37,13 +37,11 @@ from materialization import duck, fingerprints
 from materialization.capture import Capture
 from materialization.compile import aliased, ident, read_columns, ref, source_rows, visible
 from materialization.compressed_index import COMPRESSED
-from materialization.duck_expressions import NotInProcess, register_functions
-from materialization.duck_plan import quoted
+from materialization.duck_expressions import NotInProcess
 from materialization.execute import execute_run, translate_task_errors
 from materialization.fingerprints import check_fingerprints, fingerprint
 from materialization.formulas import VAR, refuse_unsound, root_vars
 from materialization.integrity import Check, budget, check_run, check_snapshot
-from materialization.locations import local_path, parquet_scan
 from materialization.restore import Restorer
 from materialization.settle import settle
 from materialization.spark import SparkOf, spark_session, tuned_for_lookups
@@ -534,8 +532,6 @@ class Run:
         Spark's answers exactly."""
         self._check_choice(where, rows, sample)
         self._check_sources()
-        if sample is not None:
-            rows = self._sampled(sample, seed)
         backend = backend or self.backend
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -547,10 +543,10 @@ class Run:
         advice = "set it higher, or ask with backend='lazy', engine='spark'"
         with tuned_for_lookups(self.session.started_spark), duck.bounded("answering in process", advice):
             if backend in CAPTURED:
-                found = self._eager_lineage(self._index(backend), where, rows)
+                found = self._eager_lineage(self._index(backend), where, rows, sample, seed)
             else:
                 engine = engine or os.environ.get("AL_TRACING_ENGINE", "auto")
-                found = self._lineage(where, rows, engine)
+                found = self._lineage(where, rows, sample, seed, engine)
         found.warnings = list(self.warnings)
         found.origins = self.origins()
         found.output = self.task.output
@@ -572,7 +568,7 @@ class Run:
             raise ValueError(f"page= is a number of output rows from 1 to {PER_ROW_MAX:,} (got {page!r})")
         self._check_choice(where, None, None)
         with value_errors(where):
-            chosen = self._choose(where, None)
+            chosen = self._choose(where, None, None, 0)
             names = [ident(c.id) for c in self.task.output]
             rows = [tuple(r) for r in chosen.selectExpr(*names).distinct().collect()]
         if not rows:
@@ -649,10 +645,8 @@ class Run:
         influential facts to name."""
         self._check_choice(where, rows, sample)
         store = self.formulas
-        if sample is not None:
-            rows = self._sampled(sample, seed)
         with value_errors(where):
-            chosen = self._confidence_targets(self._choose(where, rows))
+            chosen = self._confidence_targets(self._choose(where, rows, sample, seed))
         return row_confidences(
             store, chosen, algorithm, explain,
             method=method, epsilon=epsilon, delta=delta, seed=seed, budget=budget,
@@ -698,7 +692,7 @@ class Run:
         return always_together(f1, f2, self.formulas.facts)
 
     def _two_formulas(self, row_a: Any, row_b: Any) -> tuple[Formula, Formula]:
-        targets = [self._confidence_targets(self._choose(None, [row]))[0] for row in (row_a, row_b)]
+        targets = [self._confidence_targets(self._choose(None, [row], None, 0))[0] for row in (row_a, row_b)]
         f1, f2 = expanded(self.formulas, targets)
         return f1, f2
 
@@ -719,27 +713,33 @@ class Run:
             grouped.setdefault(tuple(r[n] for n in names), set()).add(r[VAR])
         return [(dict(zip(names, values)), sorted(ids)) for values, ids in grouped.items()]
 
-    def _eager_lineage(self, index: EagerIndex, where: str | None, rows: Any) -> AugmentedLineage:
+    def _eager_lineage(
+        self, index: EagerIndex, where: str | None, rows: Any, sample: int | None, seed: int
+    ) -> AugmentedLineage:
         with value_errors(where):
             if rows is not None:
                 targets, lids = index.rows_targets(self._given_rows(rows))
-            elif where is None:
+            elif where is None and sample is None:
                 targets, lids = index.targets(None)
-            else:
+            elif sample is None:
                 try:
                     targets, lids = index.where_targets(where)
                 except NotInProcess:  # a predicate DuckDB might judge otherwise: Spark chooses
-                    targets, lids = index.targets(self._choose(where, None))
+                    targets, lids = index.targets(self._choose(where, None, None, seed))
+            else:
+                targets, lids = index.targets(self._choose(where, None, sample, seed))
         if not lids:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         return index.backward(targets, lids)
 
-    def _lineage(self, where: str | None, rows: Any, engine: str) -> AugmentedLineage:
+    def _lineage(
+        self, where: str | None, rows: Any, sample: int | None, seed: int, engine: str
+    ) -> AugmentedLineage:
         complete = self.record["mode"] == "reasoning"
         restorer = self._restorer
         tracer = choose_engine(self.root, restorer, complete, engine)
         with value_errors(where):
-            chosen, df = self._targets(tracer, where, rows)
+            chosen, df = self._targets(tracer, where, rows, sample, seed)
         if chosen.count == 0:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         with translate_task_errors():
@@ -750,22 +750,24 @@ class Run:
                 if engine == "in-process":
                     raise
                 tracer = SparkEngine(restorer)
-                chosen, df = self._targets(tracer, where, rows)
+                chosen, df = self._targets(tracer, where, rows, sample, seed)
                 result = self._derive(tracer, chosen, complete)
         result.targets = tracer.named(chosen.rows, self.task.output, distinct=False)
         result.keys = _source_keys(self.task)
         result.run_id = self.id
         if self.backend == "confidence":
-            df = df if df is not None else self._choose(where, rows)
+            df = df if df is not None else self._choose(where, rows, sample, seed)
             with value_errors(where):
                 chosen_rows = self._confidence_targets(df)
             result.confidence = row_confidences(self.formulas, chosen_rows)
         return result
 
-    def _targets(self, tracer: Engine, where: str | None, rows: Any) -> tuple[Settled, DataFrame | None]:
+    def _targets(
+        self, tracer: Engine, where: str | None, rows: Any, sample: int | None, seed: int
+    ) -> tuple[Settled, DataFrame | None]:
         """The chosen output rows (by column id) as the engine's relation: read in process
         where the engine can, else chosen by Spark (then also returned as a DataFrame)."""
-        if isinstance(tracer, DuckEngine):
+        if isinstance(tracer, DuckEngine) and sample is None:
             given = self._given_rows(rows) if rows is not None else None
             try:
                 task = self.task
@@ -773,7 +775,7 @@ class Run:
                 return picked, None
             except (NotInProcess, duckdb.OutOfMemoryException):
                 pass  # a predicate DuckDB might judge otherwise (or out of its memory): Spark chooses
-        df, count, local = settle(self._choose(where, rows))
+        df, count, local = settle(self._choose(where, rows, sample, seed))
         ids = df.selectExpr(*[ident(c.id) for c in self.task.root.columns])
         rows = (local if local is not None else ids.toArrow()).select(ids.columns)
         return Settled(tracer.targets(ids, rows), count, rows), df
@@ -820,36 +822,22 @@ class Run:
         if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
             raise ValueError(f"sample= is a number of output rows, at least 1 (got {sample!r})")
 
-    def _choose(self, where: str | None, rows: Any) -> DataFrame:
+    def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:
         out = self._stored_output
-        if where is not None:
-            named = out.selectExpr(
-                *map(ident, out.columns), *[aliased(ident(c.id), c.name) for c in self.task.output]
-            )
-            return filter_where(named, where).selectExpr(*map(ident, out.columns))
-        return self._rows(out, rows) if rows is not None else out
-
-    def _sampled(self, sample: int, seed: int) -> list[tuple[Any, ...]]:
-        """``sample`` output rows (values in output order) drawn by ``seed``: ordered by a
-        hash of each row's values, the same rows whichever engine or backend answers, picked
-        by DuckDB from a local store (no JVM), else by Spark."""
-        match = [c.id for c in self.task.root.match_columns()]
-        shown = [c.id for c in self.task.output]
-        path = local_path(self._output_path)
-        if path is None:
-            order = F.xxhash64(F.lit(seed), *map(ref, match))
-            picked = self._stored_output.orderBy(order).limit(sample).select(*map(ref, shown)).collect()
-            return [tuple(r) for r in picked]
-        hashed = ", ".join(quoted(c) for c in match)
-        sql = (
-            f"SELECT {', '.join(quoted(c) for c in shown)} FROM {parquet_scan(path)} "
-            f"ORDER BY hash({int(seed)}, {hashed}) LIMIT {int(sample)}"
+        named = out.selectExpr(
+            *map(ident, out.columns), *[aliased(ident(c.id), c.name) for c in self.task.output]
         )
-        con = duck.cursor("questions", register_functions)
-        try:
-            return con.execute(sql).fetchall()
-        finally:
-            con.close()
+        if where is not None:
+            chosen = filter_where(named, where)
+        elif rows is not None:
+            chosen = self._rows(out, rows)
+        elif sample is not None:
+            match = [ref(c.id) for c in self.task.root.match_columns()]
+            order = F.xxhash64(F.lit(seed), *match)
+            chosen = named.orderBy(order).limit(sample)
+        else:
+            chosen = named
+        return chosen.selectExpr(*map(ident, out.columns))
 
     def _given_rows(self, rows: Any) -> list[dict[str, Any]]:
         """``rows=`` (dicts by output column name, or tuples of every value in order), checked,

@@ -93,7 +93,10 @@ def output_predicate(where: str, output: Sequence[Col]) -> str:
 _NOT_IN_QUESTIONS = (exp.Lambda, exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseRightShift)
 
 
+@functools.lru_cache(maxsize=1024)
 def _question_parts(where: str, names: tuple[str, ...]) -> None:
+    """Checked once per predicate and output: a question checks its ``where`` before it asks
+    and the in-process engine translates it again (a refusal raises, and is not kept)."""
     try:
         tree = sqlglot.parse_one(_as_sqlglot_reads_spark(where), read="spark")
     except sqlglot.errors.ParseError as e:

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from lime.lime_tabular import LimeTabularExplainer
-from shap import TreeExplainer
-from sklearn.ensemble import RandomForestClassifier
+
+if TYPE_CHECKING:  # imported when the model is trained: a question on stored reasons needs none of them
+    from lime.lime_tabular import LimeTabularExplainer
+    from shap import TreeExplainer
+    from sklearn.ensemble import RandomForestClassifier
 
 FEATURES = ("Income", "Debt", "LoanAmount")
 CLASSES = ("Accept", "Marginal", "Reject")
@@ -90,6 +93,10 @@ class CreditModel:
 @cache
 def trained() -> CreditModel:
     """The model, trained on first use in this process."""
+    from lime.lime_tabular import LimeTabularExplainer
+    from shap import TreeExplainer
+    from sklearn.ensemble import RandomForestClassifier
+
     x, y = synthetic_applicants(N_TRAIN + N_HELD_OUT, SEED)
     forest = RandomForestClassifier(
         n_estimators=100, max_depth=8, min_samples_leaf=5, random_state=SEED, n_jobs=1

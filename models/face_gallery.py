@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from skimage import color, data, feature, transform
 
 from models.images import read_image
 from models.paths import data_file
@@ -72,12 +72,16 @@ class FaceMatch:
 
 
 @cache
-def _cascade() -> feature.Cascade:
+def _cascade() -> Any:
+    from skimage import data, feature
+
     return feature.Cascade(data.lbp_frontal_face_cascade_filename())
 
 
 def find_face(rgb: np.ndarray) -> tuple[Box, bool]:
     """The face box (x1, y1, x2, y2) and whether the cascade found it (else the central region)."""
+    from skimage import color  # here, not on import: a question on stored answers needs no skimage
+
     height, width = rgb.shape[:2]
     side = min(height, width)
     hits = _cascade().detect_multi_scale(
@@ -101,6 +105,8 @@ def find_face(rgb: np.ndarray) -> tuple[Box, bool]:
 
 def face_features(rgb: np.ndarray, box: Box) -> np.ndarray:
     """HOG of the face crop and of its mirror image, as two rows."""
+    from skimage import color, feature, transform
+
     x1, y1, x2, y2 = box
     top, bottom = max(0, round(y1)), min(rgb.shape[0], round(y2))
     left, right = max(0, round(x1)), min(rgb.shape[1], round(x2))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from models.paths import data_dir
@@ -35,6 +34,8 @@ def read_image(path: str) -> np.ndarray:
     damage = _jpeg_damage(data) if data.startswith(_JPEG_START) else None
     if damage is not None:
         raise ValueError(f"image file is {damage}: {where}")
+    import cv2  # on first read: a question that shows stored boxes needs no decoder
+
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None
     if image is None:
         raise ValueError(f"image file is corrupt or not an image, it cannot be decoded: {where}")

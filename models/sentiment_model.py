@@ -22,11 +22,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import torch
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from models.paths import SENTIMENT_MODEL, ModelNotFoundError, UntrustedWeightsError, model_file
+
+if TYPE_CHECKING:
+    import torch  # imported where the model runs: 2.7 s that a question reading cached reasons never pays
 
 MODEL = SENTIMENT_MODEL
 HOW_TO_GET = (
@@ -99,6 +100,8 @@ def _config(path: Path) -> dict[str, Any]:
 
 def classify(texts: Sequence[str]) -> list[tuple[str, float]]:
     """(label, likelihood) per text from one no-grad forward pass: normal mode's cost."""
+    import torch
+
     tokenizer, model = load()
     out: dict[int, tuple[str, float]] = {}
     for idx in _chunks(texts):
@@ -133,6 +136,8 @@ def _labels(model: Any, probs: torch.Tensor) -> list[tuple[str, float]]:
 
 
 def _explain_chunk(tokenizer: Any, model: Any, texts: list[str], top_k: int) -> list[Explained]:
+    import torch
+
     enc = tokenizer(
         texts,
         padding=True,

@@ -18,7 +18,6 @@ Exit status: 0 done, 2 a usage or input error (one line on stderr saying what to
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import traceback
 from importlib.metadata import version
@@ -54,7 +53,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    _quiet_spark_errors()
     try:
         args.func(args, Progress())
     except KeyboardInterrupt:
@@ -69,15 +67,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"al: error: {what}{hint}", file=sys.stderr)
         return 2 if user else 1
     return 0
-
-
-def _quiet_spark_errors() -> None:
-    """PySpark logs every SQL error it raises as a line of JSON with its Java stack; the command
-    line says what went wrong itself, in one line (the stack with --verbose)."""
-    from pyspark.logger import PySparkLogger
-
-    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _first_line(exc: Exception) -> str:

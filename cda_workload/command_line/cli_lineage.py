@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cda_workload.command_line.local_session import existing_store, open_session
+from cda_workload.command_line.local_session import command_spark, existing_store, open_session
 from cda_workload.command_line.progress import Progress
 from materialization.catalog import StoreError
 
@@ -181,7 +181,6 @@ def verify(args: argparse.Namespace, progress: Progress) -> None:
     """`al verify`: every file of the runs named (or of all runs and snapshots) hashed and
     compared with its record; damage is an error (exit 2) after every finding is listed."""
     from materialization.integrity import IntegrityError, verify
-    from materialization.spark import spark_session
     from tracing.allowed_sql import stored_task
 
     if bool(args.run_ids) == args.all:
@@ -191,7 +190,7 @@ def verify(args: argparse.Namespace, progress: Progress) -> None:
         # a record's task checked as a question would check it (Spark started only if its
         # expressions need Spark's parser)
         found = verify(
-            catalog, None if args.all else args.run_ids, lambda r, i: stored_task(r, i, spark_session)
+            catalog, None if args.all else args.run_ids, lambda r, i: stored_task(r, i, command_spark)
         )
     for v in found:
         state = "ok" if not v.problems else f"DAMAGED ({len(v.problems)} problem(s))"

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 
 from materialization import duck, fingerprints
 from materialization.capture import Capture
-from materialization.compile import aliased, ident, read_columns, ref, source_rows, visible
+from materialization.compile import aliased, compared, ident, read_columns, ref, source_rows, visible
 from materialization.compressed_index import COMPRESSED
 from materialization.duck_expressions import NotInProcess
 from materialization.execute import execute_run, translate_task_errors
@@ -872,7 +872,7 @@ class Run:
         cols = sorted({k for r in wanted for k in r}, key=order.index)
         schema = out.select(*[ref(c) for c in cols]).schema
         given = self.session.spark.createDataFrame([tuple(r.get(c) for c in cols) for r in wanted], schema)
-        same = [given[c].eqNullSafe(out[c]) for c in cols]
+        same = [given[c].eqNullSafe(out[c]) for c in compared(given, cols)] or [F.lit(True)]
         missing = given.join(out.select(*[ref(c) for c in cols]), same, "left_anti").collect()
         if missing:
             names = {c.id: c.name for c in self.task.output}
@@ -880,7 +880,7 @@ class Run:
             raise TargetNotFoundError(
                 f"{len(missing)} of the given rows are not in the output of run {self.id}, e.g. {shown}"
             )
-        return out.join(given, [out[c].eqNullSafe(given[c]) for c in cols], "left_semi")
+        return out.join(given, same, "left_semi")
 
     def openlineage(self, namespace: str | None = None) -> dict[str, Any]:
         """This run as one OpenLineage RunEvent (JSON-able) for catalogs such as Marquez;

@@ -16,6 +16,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import NullType
 from pyspark.sql.window import Window as SparkWindow
 
 from reasoning_udfs.udf import ReasoningUDF, lookup
@@ -83,9 +84,19 @@ def null_safe_match(
     renamed = right.selectExpr(*keys, *map(ident, carry))
     if not on:
         return left.crossJoin(renamed)
-    cond = F.expr(" AND ".join(f"{ident(k)} <=> {ident(m)}" for k, m in zip(on, matched)))
-    joined = left.join(renamed, cond, how)
+    tested = set(compared(left, list(on)))
+    cond = " AND ".join(f"{ident(k)} <=> {ident(m)}" for k, m in zip(on, matched) if k in tested)
+    joined = left.join(renamed, F.expr(cond or "TRUE"), how)
     return joined.drop(*matched) if carry else joined
+
+
+def compared(df: DataFrame, cols: Sequence[str]) -> list[str]:
+    """The columns of ``cols`` a null-safe match must compare: not those of type void
+    (``SELECT NULL AS z``), NULL in every row, so equal everywhere; Spark's hash join keys
+    ``a <=> b`` on them as ``coalesce(a, NULL)``, which matches nothing, so a void column
+    compared lost every row (rows= of such an output: "not in the output")."""
+    void = {f.name for f in df.schema.fields if isinstance(f.dataType, NullType)}
+    return [c for c in cols if c not in void]
 
 
 def read_columns(spark: SparkSession, path: str, cols: Sequence[tuple[str, str]]) -> DataFrame:

@@ -70,14 +70,14 @@ def run_id(logged: tuple[str, str]) -> str:
 def commands(
     store: str, run_id: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, subprocess.CompletedProcess]:
-    """Commands as processes, started together: `al lineage --json`, `al report --where`,
+    """Commands as processes, started together: `al lineage --json`, `al report --sample`,
     `al export` and a predicate naming no output column with no Java to start (answered in
     process from the store's files), a bad run id, and a predicate that divides by zero
     (which Spark judges)."""
     cwd = tmp_path_factory.mktemp("cwd")
     argvs = {
         "lineage": [AL, "lineage", run_id, "--store", store, "--where", "Judge = 'Reject'", "--json"],
-        "report": [AL, "report", run_id, "--store", store, "--where", "count > 0", "-o", str(cwd / "r.html")],
+        "report": [AL, "report", run_id, "--store", store, "--sample", "2", "-o", str(cwd / "r.html")],
         "export": [AL, "export", run_id, "--store", store],
         "column": [AL, "lineage", run_id, "--store", store, "--where", "Judgement = 'Reject'"],
         "bad": [AL, "lineage", "r-no-such-run", "--store", store],
@@ -156,14 +156,16 @@ def test_lineage_json(commands: dict) -> None:
 
 
 def test_questions_answered_in_process_start_no_jvm(commands: dict, run_id: str) -> None:
-    """With no Java to start, a report of every row, the OpenLineage events and a predicate
-    naming no output column (exit 2, the user's column names) are answered as
-    `al lineage --json` is above; Spark starts only where a question needs it."""
+    """With no Java to start, a report of two sampled rows (drawn by their places in the
+    output's files, read in process), the OpenLineage events and a predicate naming no output
+    column (exit 2, the user's column names) are answered as `al lineage --json` is above;
+    Spark starts only where a question needs it."""
     for name in ("report", "export"):
         done = commands[name]
         assert done.returncode == 0 and "starting Spark" not in done.stderr, done.stderr
     assert commands["report"].stdout.startswith("wrote ")
-    assert run_id in Path(commands["report"].stdout.split()[1]).read_text()
+    page = Path(commands["report"].stdout.split()[1]).read_text()
+    assert run_id in page and page.count('<li><a href="#row-') == 2  # two rows, each its section
     events = [json.loads(line) for line in commands["export"].stdout.splitlines()]
     assert [e["eventType"] for e in events] == ["START", "COMPLETE"] and run_id in commands["export"].stdout
     done = commands["column"]

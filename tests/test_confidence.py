@@ -374,6 +374,15 @@ def test_a_loaded_run_answers_the_same(conference: LineageSession, roster: Run) 
     again = LineageSession(conference.spark, store=conference.store.uri).load_run(roster.id)
     assert again.confidence().probabilities() == roster.confidence().probabilities()
     assert roster.lineage(rows=[("Ullman", "Banquet")]).source_ids("events") == {(23,)}
+    # a sample's places, read by Spark for the probabilities and in process for the lineage
+    def by_row(answer: Any) -> dict[tuple[Any, ...], float]:
+        return {tuple(row.values()): p for row, p in answer.probabilities()}
+
+    drawn = by_row(roster.confidence(sample=2, seed=1))
+    assert len(drawn) == 2 and drawn == by_row(again.confidence(sample=2, seed=1))
+    traced = roster.lineage(sample=2, seed=1)
+    assert {tuple(t.values()) for t in traced.to_dict()["targets"]} == set(drawn)
+    assert by_row(traced.confidence) == drawn
 
 
 class WildGuess(ReasoningUDF):

@@ -485,10 +485,12 @@ def check_storage(r: TaskRuns) -> None:
 
 def check_lineage_sane(suite: Suite, r: TaskRuns) -> None:
     """(e) Targets are what was asked; lineage is non-empty; every reported source row exists
-    in its table; the lineage of all rows contains the lineage of the pair."""
+    in its table; the lineage of all rows contains the lineage of the pair. A sample draws
+    rows, not values: of a bag, equal rows count as often as they were drawn."""
     for strategy in STRATEGIES:
         pair, everything = r.lineage(strategy, "pair"), r.lineage(strategy, "all")
         assert len(pair.targets) == min(2, sum(r.plain.values()))
+        assert not Counter(tuple(t.values()) for t in pair.targets) - r.plain, strategy
         assert Counter(tuple(t.values()) for t in everything.targets) == r.plain
         assert pair.size() > 0 and everything.size() > 0
         for lin in (pair, everything):
@@ -499,6 +501,11 @@ def check_lineage_sane(suite: Suite, r: TaskRuns) -> None:
         for table, rows in pair.source_keys().items():
             assert rows <= all_rows.get(table, set()), f"{strategy} {table}"
         assert pair.calls() <= everything.calls(), strategy  # what a call read depends on the rows asked
+    if max(r.plain.values(), default=1) > 1:  # every row but one: each equal row as often as drawn
+        n = sum(r.plain.values())
+        most = r.runs["fm"].lineage(sample=n - 1, seed=7).to_dict()["targets"]
+        drawn = Counter(tuple(t.values()) for t in most)
+        assert sum(drawn.values()) == n - 1 and not drawn - r.plain, "a sample matched rows by value"
 
 
 def check_loaded_run(suite: Suite, r: TaskRuns, strategy: str) -> None:

@@ -166,6 +166,14 @@ class EagerIndex:
         rows = self.reader.scan(self._uri("output"), [*self._visible, (LID, LID)], test)
         return rows, sorted(set(rows.column(LID).to_pylist()))
 
+    def drawn_targets(self, places: pa.Table) -> tuple[pa.Table, list[int]]:
+        """:meth:`targets` for the output rows at the drawn ``places`` (:mod:`tracing.sample`),
+        chosen in process: no Spark job. :class:`NotInProcess` where the store is not local."""
+        if not self.reader.local:
+            raise NotInProcess("the run is not in a local store")
+        rows = self.reader.drawn(self._uri("output"), places, [*self._visible, (LID, LID)])
+        return rows, sorted(set(rows.column(LID).to_pylist()))
+
     def rows_targets(self, rows: list[dict[str, Any]]) -> tuple[pa.Table, list[int]]:
         """Output rows equal (null-safely, on the columns given) to one of ``rows`` (dicts by
         column id: two output columns may share a name)."""

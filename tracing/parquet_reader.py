@@ -23,6 +23,7 @@ from materialization.locations import local_path, parquet_scan
 from materialization.provrc import Boxes
 from materialization.spark import SparkOf
 from segmenter.operators import Source
+from tracing.sample import in_duck
 
 IN_LIST_MAX = 300  # key values up to this many also filter the scan as literals (see _in_list)
 LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
@@ -159,6 +160,13 @@ class ParquetReader:
                 sql += f" WHERE {where}"
             return self.con.sql(sql).to_arrow_table()
         return self.spark_scan(uri, select, where)
+
+    def drawn(self, uri: str, places: pa.Table, select: Selection) -> pa.Table:
+        """Rows of the local folder ``uri`` at the drawn ``places`` (:mod:`tracing.sample`),
+        in process."""
+        path = local_path(uri)
+        assert path is not None
+        return self._with("__places", places, in_duck(path, self._columns(select), "SELECT * FROM __places"))
 
     def spark_scan(self, uri: Rows, select: Selection | None = None, where: str | None = None) -> pa.Table:
         """:meth:`scan` by Spark, whatever the store: ``where`` in Spark SQL's dialect."""

@@ -29,13 +29,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import duckdb
+import pyarrow as pa
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization import duck, fingerprints
 from materialization.capture import Capture
-from materialization.compile import aliased, ident, read_columns, ref, source_rows, visible
+from materialization.compile import aliased, compared, ident, read_columns, ref, source_rows, visible
 from materialization.compressed_index import COMPRESSED
 from materialization.duck_expressions import NotInProcess
 from materialization.execute import execute_run, translate_task_errors
@@ -55,6 +56,7 @@ from segmenter.parser import parse_dataframe
 from segmenter.rewrites import rewritten
 from segmenter.segments import Segment, render_segments, segment
 from segmenter.sources import Keys, read_by_spark_only, read_through
+from tracing import sample as sampled
 from tracing import views
 from tracing.allowed_sql import (
     TASK_CHARS,
@@ -523,7 +525,8 @@ class Run:
     ) -> AugmentedLineage:
         """Augmented lineage of output rows: those matching the SQL predicate ``where``, the
         given ``rows`` (dicts by column name, or tuples in output column order), ``sample``
-        rows drawn with ``seed``, or, with none of these, every output row.
+        rows drawn with ``seed`` (as places in the stored output: the same rows on every engine
+        and backend, see :mod:`tracing.sample`), or, with none of these, every output row.
 
         ``backend``: the run's own by default; ``"lazy"`` traces an eager run with tracing
         queries instead of reading its indexes. ``engine`` runs those tracing queries:
@@ -540,13 +543,14 @@ class Run:
                 f"run {self.id} kept no boolean lineage (backend {self.backend!r}): its rows have no "
                 "probabilities; run the task with backend='confidence'"
             )
+        drawn = self._drawn(sample, seed)
         advice = "set it higher, or ask with backend='lazy', engine='spark'"
         with tuned_for_lookups(self.session.started_spark), duck.bounded("answering in process", advice):
             if backend in CAPTURED:
-                found = self._eager_lineage(self._index(backend), where, rows, sample, seed)
+                found = self._eager_lineage(self._index(backend), where, rows, drawn)
             else:
                 engine = engine or os.environ.get("AL_TRACING_ENGINE", "auto")
-                found = self._lineage(where, rows, sample, seed, engine)
+                found = self._lineage(where, rows, drawn, engine)
         found.warnings = list(self.warnings)
         found.origins = self.origins()
         found.output = self.task.output
@@ -568,7 +572,7 @@ class Run:
             raise ValueError(f"page= is a number of output rows from 1 to {PER_ROW_MAX:,} (got {page!r})")
         self._check_choice(where, None, None)
         with value_errors(where):
-            chosen = self._choose(where, None, None, 0)
+            chosen = self._choose(where, None, None)
             names = [ident(c.id) for c in self.task.output]
             rows = [tuple(r) for r in chosen.selectExpr(*names).distinct().collect()]
         if not rows:
@@ -646,7 +650,7 @@ class Run:
         self._check_choice(where, rows, sample)
         store = self.formulas
         with value_errors(where):
-            chosen = self._confidence_targets(self._choose(where, rows, sample, seed))
+            chosen = self._confidence_targets(self._choose(where, rows, self._drawn(sample, seed)))
         return row_confidences(
             store, chosen, algorithm, explain,
             method=method, epsilon=epsilon, delta=delta, seed=seed, budget=budget,
@@ -692,7 +696,7 @@ class Run:
         return always_together(f1, f2, self.formulas.facts)
 
     def _two_formulas(self, row_a: Any, row_b: Any) -> tuple[Formula, Formula]:
-        targets = [self._confidence_targets(self._choose(None, [row], None, 0))[0] for row in (row_a, row_b)]
+        targets = [self._confidence_targets(self._choose(None, [row], None))[0] for row in (row_a, row_b)]
         f1, f2 = expanded(self.formulas, targets)
         return f1, f2
 
@@ -714,32 +718,33 @@ class Run:
         return [(dict(zip(names, values)), sorted(ids)) for values, ids in grouped.items()]
 
     def _eager_lineage(
-        self, index: EagerIndex, where: str | None, rows: Any, sample: int | None, seed: int
+        self, index: EagerIndex, where: str | None, rows: Any, drawn: pa.Table | None
     ) -> AugmentedLineage:
         with value_errors(where):
             if rows is not None:
                 targets, lids = index.rows_targets(self._given_rows(rows))
-            elif where is None and sample is None:
+            elif drawn is not None:
+                try:
+                    targets, lids = index.drawn_targets(drawn)
+                except NotInProcess:  # not a local store: Spark reads the drawn places
+                    targets, lids = index.targets(self._choose(None, None, drawn))
+            elif where is None:
                 targets, lids = index.targets(None)
-            elif sample is None:
+            else:
                 try:
                     targets, lids = index.where_targets(where)
                 except NotInProcess:  # a predicate DuckDB might judge otherwise: Spark chooses
-                    targets, lids = index.targets(self._choose(where, None, None, seed))
-            else:
-                targets, lids = index.targets(self._choose(where, None, sample, seed))
+                    targets, lids = index.targets(self._choose(where, None, None))
         if not lids:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         return index.backward(targets, lids)
 
-    def _lineage(
-        self, where: str | None, rows: Any, sample: int | None, seed: int, engine: str
-    ) -> AugmentedLineage:
+    def _lineage(self, where: str | None, rows: Any, drawn: pa.Table | None, engine: str) -> AugmentedLineage:
         complete = self.record["mode"] == "reasoning"
         restorer = self._restorer
         tracer = choose_engine(self.root, restorer, complete, engine)
         with value_errors(where):
-            chosen, df = self._targets(tracer, where, rows, sample, seed)
+            chosen, df = self._targets(tracer, where, rows, drawn)
         if chosen.count == 0:
             raise TargetNotFoundError(f"no output row of run {self.id} matches where={where!r}")
         with translate_task_errors():
@@ -750,32 +755,32 @@ class Run:
                 if engine == "in-process":
                     raise
                 tracer = SparkEngine(restorer)
-                chosen, df = self._targets(tracer, where, rows, sample, seed)
+                chosen, df = self._targets(tracer, where, rows, drawn)
                 result = self._derive(tracer, chosen, complete)
         result.targets = tracer.named(chosen.rows, self.task.output, distinct=False)
         result.keys = _source_keys(self.task)
         result.run_id = self.id
         if self.backend == "confidence":
-            df = df if df is not None else self._choose(where, rows, sample, seed)
+            df = df if df is not None else self._choose(where, rows, drawn)
             with value_errors(where):
                 chosen_rows = self._confidence_targets(df)
             result.confidence = row_confidences(self.formulas, chosen_rows)
         return result
 
     def _targets(
-        self, tracer: Engine, where: str | None, rows: Any, sample: int | None, seed: int
+        self, tracer: Engine, where: str | None, rows: Any, drawn: pa.Table | None
     ) -> tuple[Settled, DataFrame | None]:
         """The chosen output rows (by column id) as the engine's relation: read in process
         where the engine can, else chosen by Spark (then also returned as a DataFrame)."""
-        if isinstance(tracer, DuckEngine) and sample is None:
+        if isinstance(tracer, DuckEngine):
             given = self._given_rows(rows) if rows is not None else None
             try:
                 task = self.task
-                picked = tracer.chosen(self._output_path, task.root.columns, task.output, where, given)
+                picked = tracer.chosen(self._output_path, task.root.columns, task.output, where, given, drawn)
                 return picked, None
             except (NotInProcess, duckdb.OutOfMemoryException):
                 pass  # a predicate DuckDB might judge otherwise (or out of its memory): Spark chooses
-        df, count, local = settle(self._choose(where, rows, sample, seed))
+        df, count, local = settle(self._choose(where, rows, drawn))
         ids = df.selectExpr(*[ident(c.id) for c in self.task.root.columns])
         rows = (local if local is not None else ids.toArrow()).select(ids.columns)
         return Settled(tracer.targets(ids, rows), count, rows), df
@@ -822,7 +827,19 @@ class Run:
         if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
             raise ValueError(f"sample= is a number of output rows, at least 1 (got {sample!r})")
 
-    def _choose(self, where: str | None, rows: Any, sample: int | None, seed: int) -> DataFrame:
+    def _drawn(self, sample: int | None, seed: int) -> pa.Table | None:
+        """The places of ``sample`` output rows drawn with ``seed``, which every way of
+        choosing reads (:mod:`tracing.sample`); None where no sample is asked or it is every row."""
+        if sample is None:
+            return None
+        match = [(c.id, c.dtype) for c in self.task.root.match_columns()]
+        return sampled.draw(self._output_path, match, sample, seed, lambda: self.session.spark)
+
+    def _choose(self, where: str | None, rows: Any, drawn: pa.Table | None) -> DataFrame:
+        """The chosen output rows (by column id) as Spark chooses them."""
+        if drawn is not None:
+            cols = [(c.id, c.dtype) for c in self.task.root.columns]
+            return sampled.in_spark(lambda: self.session.spark, self._output_path, cols, drawn)
         out = self._stored_output
         named = out.selectExpr(
             *map(ident, out.columns), *[aliased(ident(c.id), c.name) for c in self.task.output]
@@ -831,10 +848,6 @@ class Run:
             chosen = filter_where(named, where)
         elif rows is not None:
             chosen = self._rows(out, rows)
-        elif sample is not None:
-            match = [ref(c.id) for c in self.task.root.match_columns()]
-            order = F.xxhash64(F.lit(seed), *match)
-            chosen = named.orderBy(order).limit(sample)
         else:
             chosen = named
         return chosen.selectExpr(*map(ident, out.columns))
@@ -872,7 +885,7 @@ class Run:
         cols = sorted({k for r in wanted for k in r}, key=order.index)
         schema = out.select(*[ref(c) for c in cols]).schema
         given = self.session.spark.createDataFrame([tuple(r.get(c) for c in cols) for r in wanted], schema)
-        same = [given[c].eqNullSafe(out[c]) for c in cols]
+        same = [given[c].eqNullSafe(out[c]) for c in compared(given, cols)] or [F.lit(True)]
         missing = given.join(out.select(*[ref(c) for c in cols]), same, "left_anti").collect()
         if missing:
             names = {c.id: c.name for c in self.task.output}
@@ -880,7 +893,7 @@ class Run:
             raise TargetNotFoundError(
                 f"{len(missing)} of the given rows are not in the output of run {self.id}, e.g. {shown}"
             )
-        return out.join(given, [out[c].eqNullSafe(given[c]) for c in cols], "left_semi")
+        return out.join(given, same, "left_semi")
 
     def openlineage(self, namespace: str | None = None) -> dict[str, Any]:
         """This run as one OpenLineage RunEvent (JSON-able) for catalogs such as Marquez;

@@ -45,6 +45,7 @@ from segmenter.segments import Segment
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
 from tracing.lazy_reasons import argument_columns, arguments, arrow_type, with_reasons
+from tracing.sample import in_duck
 
 MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
 ARROW_SPLIT_ROWS = 1_000  # rows up to which a tag is split in Arrow, not by a query
@@ -166,12 +167,17 @@ class DuckEngine(DuckPlan):
         output: Sequence[Col],
         where: str | None = None,
         rows: list[dict[str, Any]] | None = None,
+        drawn: pa.Table | None = None,
     ) -> Settled:
         """Stored output rows (``root`` columns by id) that match the Spark SQL predicate
-        ``where`` over the ``output`` columns' names, or equal one of ``rows`` (dicts by column
-        id); :class:`NotInProcess` where DuckDB might judge a row otherwise."""
+        ``where`` over the ``output`` columns' names, equal one of ``rows`` (dicts by column
+        id), or stand at the places ``drawn`` (:mod:`tracing.sample`); :class:`NotInProcess`
+        where DuckDB might judge a row otherwise."""
         ids = ", ".join(q(c.id) for c in root)
         rel = Rel(f"SELECT {ids} FROM {_parquet(path)}", tuple(c.id for c in root))
+        if drawn is not None:
+            picked = ", ".join(f"t.{q(c.id)}" for c in root)
+            rel = Rel(in_duck(_local(path), picked, self._register(drawn).rows.sql), rel.cols)
         if where is not None:
             test = output_predicate(where, output)
             views = ", ".join(f"{q(c.id)} AS {q(c.name)}" for c in output)

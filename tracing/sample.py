@@ -13,7 +13,6 @@ draws in process (DuckDB), with no JVM; another by Spark (its ``xxhash64``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -24,7 +23,7 @@ from materialization import duck
 from materialization.compile import read_columns, ref
 from materialization.duck_expressions import register_functions
 from materialization.duck_plan import quoted
-from materialization.locations import local_path, sql_string
+from materialization.locations import local_path, parquet_scan
 from materialization.spark import SparkOf
 
 FILE = "__file"  # the drawn places: a Parquet file's name ...
@@ -47,7 +46,7 @@ def draw(uri: str, match: Columns, k: int, seed: int, spark_of: SparkOf) -> pa.T
     else:
         hashed = ", ".join(quoted(c) for c, _ in match)
         sql = (
-            f"SELECT parse_filename(filename) AS {FILE}, file_row_number AS {ROW} FROM {_scan(path)} "
+            f"SELECT parse_filename(filename) AS {FILE}, file_row_number AS {ROW} FROM {parquet_scan(path)} "
             f"ORDER BY hash({int(seed)}, {hashed}), filename, file_row_number LIMIT {int(k)}"
         )
         con = duck.cursor("questions", register_functions)
@@ -58,15 +57,11 @@ def draw(uri: str, match: Columns, k: int, seed: int, spark_of: SparkOf) -> pa.T
     return places if places.num_rows == k else None  # fewer: every row was drawn
 
 
-def _scan(folder: str) -> str:
-    return f"read_parquet({sql_string(os.path.join(folder, '*.parquet'))})"
-
-
 def in_duck(folder: str, select: str, places: str) -> str:
     """DuckDB SQL of the ``select`` columns (over alias ``t``) of the rows at ``places`` (a
     relation of ``FILE``, ``ROW``) in the local Parquet ``folder``, each row once."""
     on = f"parse_filename(t.filename) = p.{FILE} AND t.file_row_number = p.{ROW}"
-    return f"SELECT {select} FROM {_scan(folder)} t SEMI JOIN ({places}) p ON {on}"
+    return f"SELECT {select} FROM {parquet_scan(folder)} t SEMI JOIN ({places}) p ON {on}"
 
 
 def in_spark(spark_of: SparkOf, uri: str, cols: Columns, places: pa.Table) -> DataFrame:

@@ -48,7 +48,8 @@ def _outer_rows_first(p: PlanReader, plan: JObj) -> JObj:
     neither output nor checked (TPC-DS q72's WHERE over two left joins: its eager capture
     stored the 9-way join unfiltered, 10+ minutes against plain Spark's 31 s)."""
     conjuncts = p.split_and(plan.condition())
-    early = [c for c in conjuncts if _goes_below(p, plan.child(), c)]
+    goes = [_goes_below(p, plan.child(), c) for c in conjuncts]
+    early = [c for c, g in zip(conjuncts, goes) if g]
     if not early:
         return plan
     ex = p.jvm.org.apache.spark.sql.catalyst.expressions
@@ -65,7 +66,7 @@ def _outer_rows_first(p: PlanReader, plan: JObj) -> JObj:
     def conjunction(exprs: list[JObj]) -> JObj:
         return exprs[0] if len(exprs) == 1 else ex.And(exprs[0], conjunction(exprs[1:]))
 
-    rest = [c for c in conjuncts if not any(c is e for e in early)]
+    rest = [c for c, g in zip(conjuncts, goes) if not g]
     child = below(plan.child(), conjunction(early))
     return logical.Filter(conjunction(rest), child) if rest else child
 

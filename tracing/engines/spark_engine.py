@@ -4,12 +4,13 @@ size, model calls rerun in reasoning mode)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
@@ -20,6 +21,23 @@ from materialization.settle import local_frame, settle
 from segmenter.operators import Col, Expr, Node
 from segmenter.segments import Segment
 from tracing.engines import PARENT, Settled, renumber
+
+CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
+
+
+@contextmanager
+def _no_constraint_inference(spark: SparkSession) -> Iterator[None]:
+    """A tracing query joins tagged inputs whose columns Spark sees under several aliases;
+    its optimizer's constraint inference (InferFiltersFromConstraints) grows with their
+    product: a question on the TPC-H Q10 shape spent over 120 of 130 s there (jstack), 5 s
+    without. The filters it would add are on values the query already restricts; the task's
+    own jobs keep the setting, restored after each tracing query."""
+    before = spark.conf.get(CONSTRAINTS)
+    spark.conf.set(CONSTRAINTS, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(CONSTRAINTS, before)
 
 
 class SparkEngine:
@@ -94,7 +112,8 @@ class SparkEngine:
         return self._holding(local_frame(rows, kept), kept), fresh
 
     def settle(self, rel: DataFrame) -> Settled:
-        rows, count, local = settle(rel)
+        with _no_constraint_inference(self.spark):
+            rows, count, local = settle(rel)
         return Settled(rows if local is None else self._holding(rows, local), count, local)
 
     def split(self, settled: Settled, tag: str) -> Settled:

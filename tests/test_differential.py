@@ -592,8 +592,8 @@ def test_each_source_row_names_the_path_it_came_by(suite: Suite, backend: str) -
 
     assert ids(lin.contributing_rows("lineitem")) == returned
     assert ids(lin.control_rows("lineitem")) == by_truck - returned
-    assert lin.checks("lineitem") == ["the EXCEPT ALL of segment 0"]
-    assert f"+ {len(by_truck - returned)} row(s) only checked, by the EXCEPT ALL of segment 0" in str(lin)
+    assert lin.checks("lineitem") == [words := "the EXCEPT ALL of lineitem against lineitem"]  # in words
+    assert f"+ {len(by_truck - returned)} row(s) only checked, by {words}" in str(lin)
 
     r = suite.runs("sql_subqueries")
     run = r.runs["fm" if backend == "lazy" else "eager"]

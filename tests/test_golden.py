@@ -139,7 +139,8 @@ def test_one_question_keeps_each_rows_answer_apart(runs: dict[str, Run], eager: 
     with pytest.raises(LineageError, match=named):
         lin.where("Verdict = 'Reject'")
     data = json.loads(lin.to_json())
-    assert data["schema_version"] == 3 and data["run_id"] == lin.run_id and lin.run_id
+    assert data["schema_version"] == 4 and data["run_id"] == lin.run_id and lin.run_id
+    assert data["steps"] and all(not w.startswith("segment") for w in data["steps"].values())
     assert [row["output"] for row in data["rows"]] == [{"Judge": j, "count": n} for j, n in LOAN_OUTPUT]
     for row, one in zip(data["rows"], lin.rows):
         alone = json.loads(one.to_json())

@@ -184,7 +184,7 @@ def test_an_outer_joins_matched_side_is_control_lineage(retail: dict[str, Any], 
             assert len(checked) + len(used) == len(lin.source_rows(table))
         if padded:  # what it was checked against: every order with a review (T₁ ⋉ T₂)
             assert {r["order_id"] for r in lin.source_rows("orders")} == set(group) | set(texts)
-            assert lin.checks("orders") == ["the left outer join (for its unmatched rows) of segment 2"]
+            assert lin.checks("orders") == ["the left outer join of orders and reviews"]  # the run's words
             assert "only checked, by the left outer join" in str(lin)
             data = lin.to_dict()
             assert data["control_lineage"]["reviews"]["rows"] == len(lin.control_rows("reviews"))

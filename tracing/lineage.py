@@ -42,7 +42,8 @@ from tracing.gc_pause import gc_paused
 
 SHOW_ROWS = 10
 PER_ROW_MAX = 1_000  # chosen output rows answered apart (more: one merged answer)
-SCHEMA_VERSION = 3  # of to_dict's shape: 2 added "rows", "run_id" and a call's "reads"; 3 a row's "paths"
+SCHEMA_VERSION = 4  # of to_dict's shape: 2 added "rows", "run_id" and a call's "reads"; 3 a row's "paths";
+# 4 "steps" (each segment id said in plain words)
 RowList = list[dict[str, Any]]
 JSON_MAX_ROWS = 100_000  # source rows to_dict lists (100 k orders' JSON: 116 MB, 7.9 s); beyond: Parquet
 PARTS = ("all", "contributing", "control")  # of a table's rows in an answer (to_arrow)
@@ -143,7 +144,9 @@ class AugmentedLineage:
     control: dict[str, dict[int, tuple[str, int]]] = field(default_factory=dict)
     contributing: dict[str, Rows] | None = None  # an answer not kept per row: rows read outside control
     output: tuple[Col, ...] = ()  # the task's output columns: what lin.where("…") reads
+    steps: dict[int, str] = field(default_factory=dict)  # segment id -> plain words (segmenter.step_words)
     _split: dict[str, tuple[RowList, RowList]] = field(default_factory=dict, repr=False)
+    _arrows: dict[str, tuple[pa.Table, pa.Table]] = field(default_factory=dict, repr=False)
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _calls: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
 
@@ -151,14 +154,21 @@ class AugmentedLineage:
     @property
     def tables(self) -> list[str]:
         """Source tables with at least one row in the lineage."""
-        return [t for t in sorted(self.source) if self.source_rows(t)]
+        return [t for t in sorted(self.source) if self._arrow(t).num_rows]
+
+    def _arrow(self, table: str) -> pa.Table:
+        """``table``'s rows in Arrow, read once (a Spark engine's answer holds DataFrames)."""
+        rows = self.source[table]
+        if not isinstance(rows, pa.Table):
+            self.source[table] = rows = as_arrow(rows)
+        return rows
 
     def source_rows(self, table: str) -> list[dict[str, Any]]:
         """Rows of ``table`` in the source lineage, sorted; [] when none contribute."""
         if table not in self.source:
             return []
         if table not in self._cache:
-            self._cache[table] = collect_rows(self.source[table])
+            self._cache[table] = collect_rows(self._arrow(table))
         return self._cache[table]
 
     def source_ids(self, table: str) -> set[tuple[Any, ...]]:
@@ -179,16 +189,52 @@ class AugmentedLineage:
         return self._parts(table)[1]
 
     def checks(self, table: str) -> list[str]:
-        """What checked ``table``'s control rows: "the anti-join (…) of segments 12, 17"."""
-        if not self.control_rows(table):
+        """What checked ``table``'s control rows, in the run's words where the answer has
+        them ("the anti-join of customers against orders"), else "the anti-join (…) of
+        segments 12, 17"."""
+        if not self.part_counts(table)[1]:
             return []
         by: dict[str, set[int]] = {}
         for construct, segment in self.control.get(table, {}).values():
             by.setdefault(construct, set()).add(segment)
+        if self.steps:
+            return list(dict.fromkeys(self.steps[s] for segs in by.values() for s in sorted(segs)))
         return [
             f"the {c} of segment{'s' if len(segs) > 1 else ''} {', '.join(map(str, sorted(segs)))}"
             for c, segs in sorted(by.items())
         ]
+
+    def part_counts(self, table: str) -> tuple[int, int]:
+        """How many of ``table``'s rows contribute and how many were only checked, counted in
+        Arrow (none made a Python row); all contribute where the answer cannot tell."""
+        shown, checked = self._shown_parts(table)
+        return shown.num_rows, checked.num_rows
+
+    def first_rows(self, table: str, part: str = "contributing", n: int = SHOW_ROWS) -> list[dict[str, Any]]:
+        """The first ``n`` rows of ``table``'s ``part`` ("contributing", "control" or "all"),
+        in :meth:`source_rows`' order, the others never made Python rows: what a page or a
+        terminal shows of an answer of a million rows (:meth:`part_counts` counts them)."""
+        if part not in PARTS:
+            raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
+        rows = self._arrow(table) if part == "all" else self._shown_parts(table)[part == "control"]
+        return first_rows_of(rows, n)
+
+    def _shown_parts(self, table: str) -> tuple[pa.Table, pa.Table]:
+        """:meth:`_apart`, or every row as contributing where the answer cannot tell."""
+        try:
+            return self._apart(table)
+        except LineageError:
+            rows = self._arrow(table)
+            return rows, rows.slice(0, 0)
+
+    def _apart(self, table: str) -> tuple[pa.Table, pa.Table]:
+        """Contributing and control rows in Arrow, told apart once (LineageError where the
+        answer cannot tell them apart)."""
+        if table not in self._arrows:
+            rows = self._arrow(table)
+            used = self._used(table, rows)
+            self._arrows[table] = (rows.filter(used), rows.filter(pc.invert(used)))
+        return self._arrows[table]
 
     def split(self, table: str) -> tuple[RowList, RowList]:
         """Contributing and control rows where the answer tells them apart, else all rows."""
@@ -201,20 +247,17 @@ class AugmentedLineage:
         """Per table with control rows: how many, and what checked them."""
         found = {}
         for t in self.tables:
-            checked = self.split(t)[1]
+            checked = self.part_counts(t)[1]
             if checked:
-                found[t] = {"rows": len(checked), "checked_by": self.checks(t)}
+                found[t] = {"rows": checked, "checked_by": self.checks(t)}
         return found
 
     def _parts(self, table: str) -> tuple[RowList, RowList]:
         if table not in self._split:
             if table not in self.source or not self.control.get(table):
                 self._split[table] = (self.source_rows(table), [])
-            else:  # told apart in Arrow (_used), made Python rows once apart
-                rows = as_arrow(self.source[table])
-                used = self._used(table, rows)
-                apart = (rows.filter(used), rows.filter(pc.invert(used)))
-                self._split[table] = (collect_rows(apart[0]), collect_rows(apart[1]))
+            else:  # told apart in Arrow, made Python rows once apart
+                self._split[table] = tuple(map(collect_rows, self._apart(table)))  # type: ignore[assignment]
         return self._split[table]
 
     def _used_keys(self, table: str, names: Sequence[str]) -> tuple[list[str], pa.Table | None]:
@@ -314,6 +357,9 @@ class AugmentedLineage:
         rows came by more than one path; else "" (the plan says it)."""
         if self.by_row is None or table not in self.by_row.via:
             return lambda row: ""
+        entered = pc.unique(as_arrow(self.by_row.via[table]).column(SEGMENT)).to_pylist()
+        if len({self.routes.get(s, (s,)) for s in entered}) < 2:  # one path for every row
+            return lambda row: ""
         found = self.paths(table)
         if len({json.dumps(f["paths"]) for f in found}) < 2:
             return lambda row: ""
@@ -351,11 +397,9 @@ class AugmentedLineage:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
         if table not in self.source:
             raise LineageError(f"no table {table!r} in this answer; it has {sorted(self.source)}")
-        rows = as_arrow(self.source[table])
         if part == "all":
-            return rows
-        used = self._used(table, rows)
-        return rows.filter(used if part == "contributing" else pc.invert(used))
+            return self._arrow(table)
+        return self._apart(table)[part == "control"]
 
     def to_parquet(self, folder: str) -> dict[str, dict[str, int]]:
         """Every table's rows into ``folder``/<table>.parquet, each with a column ``lineage``
@@ -503,6 +547,7 @@ class AugmentedLineage:
             _cache={},
             _calls={},
             _split={},
+            _arrows={},
         )
 
     # --- presentation -------------------------------------------------------------------------
@@ -528,6 +573,7 @@ class AugmentedLineage:
             "sources_read_in_place": self.origins,
             "reasoning_lineage": self.reasoning_rows(),
             "tracing_queries": [q.__dict__ for q in self.queries],
+            "steps": {str(k): v for k, v in sorted(self.steps.items())},
             "engine": self.engine,
             "confidence": self.confidence.to_dict() if self.confidence is not None else None,
             "warnings": self.warnings,
@@ -573,26 +619,28 @@ class AugmentedLineage:
             lines.append(f"Confidence: {self.confidence}")
         lines.append("Source lineage" + (f" ({self.scope})" if self.scope else ""))
         for table in self.tables:
-            rows, checked = self.split(table)
+            rows, checked = self._shown_parts(table)  # counted; only the rows shown made dicts
             origin = self.origins.get(table)
             read = ""
             if origin:
                 read = f" of {origin['location']} ({origin['format']}, {len(origin['files'])} file(s))"
-            lines.append(f"  {table}: {len(rows)} row(s){read}")
-            if checked:
+            lines.append(f"  {table}: {rows.num_rows} row(s){read}")
+            if checked.num_rows:
                 by = "; ".join(self.checks(table))
-                lines.append(f"    + {len(checked)} row(s) only checked, by {by}: control_rows({table!r})")
+                fetch = f"control_rows({table!r})"
+                lines.append(f"    + {checked.num_rows} row(s) only checked, by {by}: {fetch}")
             via = self.path_notes(table)
             placed = _file_place(origin["files"]) if origin and origin["row_id"] else fmt_row
-            for r in rows[:SHOW_ROWS]:
+            for r in self.first_rows(table):
                 lines.append(f"    {placed(r)}" + (f"  (via segments {note})" if (note := via(r)) else ""))
-            lines += _more(len(rows), "    ")
+            lines += _more(rows.num_rows, "    ")
         lines.append("Reasoning lineage")
         if not self.reasoning:
             lines.append("  (no function operator ran in reasoning mode on the way)")
         for entry in self.reasoning:
             rows = self.calls(entry)
-            lines.append(f"  {entry.udf} (segment {entry.segment}): {len(rows)} call(s)")
+            step = self.steps.get(entry.segment, f"segment {entry.segment}")
+            lines.append(f"  {entry.udf} ({step}): {len(rows)} call(s)")
             for r in rows[:SHOW_ROWS]:
                 call = f"{fmt_row(r['inputs'])} -> {entry.value}={shown(r['value'])}"
                 lines.append(f"    {call}  reason={_plain(r['reason'])}")
@@ -604,8 +652,9 @@ class AugmentedLineage:
         for q in self.queries:
             outs = ", ".join(f"{k}: {'all' if v is None else v}" for k, v in q.rows_out.items())
             rows_in = "all" if q.rows_in is None else q.rows_in
+            step = f" ({self.steps[q.segment]})" if q.segment in self.steps else ""
             lines.append(
-                f"  segment {q.segment} [{q.kind}] {q.pattern}: {q.seconds:.3f} s, "
+                f"  segment {q.segment}{step} [{q.kind}] {q.pattern}: {q.seconds:.3f} s, "
                 f"rows in {rows_in}, out {outs}"
             )
         return "\n".join(lines)
@@ -725,6 +774,14 @@ _SORT_KEY = json.JSONEncoder(sort_keys=True, default=str).encode  # json.dumps's
 
 def _count(rows: Rows) -> int:
     return rows.num_rows if isinstance(rows, pa.Table) else rows.count()
+
+
+def first_rows_of(rows: pa.Table, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` rows of :func:`collect_rows`' order, the others never made dicts."""
+    names = rows.column_names
+    if rows.num_rows > n and len(set(names)) == len(names) and all(map(_sortable, rows.schema.types)):
+        rows = rows.sort_by([(c, "ascending") for c in names]).slice(0, n)
+    return collect_rows(rows)[:n]
 
 
 @gc_paused()

@@ -56,6 +56,7 @@ from segmenter.parser import parse_dataframe
 from segmenter.rewrites import rewritten
 from segmenter.segments import Segment, render_segments, segment
 from segmenter.sources import Keys, read_by_spark_only, read_through
+from segmenter.step_words import step_names, user_columns
 from tracing import sample as sampled
 from tracing import views
 from tracing.allowed_sql import (
@@ -554,6 +555,7 @@ class Run:
         found.warnings = list(self.warnings)
         found.origins = self.origins()
         found.output = self.task.output
+        found.steps = step_names(self.root, user_columns(self.task.root))
         return found
 
     def lineage_pages(

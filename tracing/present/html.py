@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from segmenter.operators import ROW_ID_COLUMN, Source
 from segmenter.segments import Segment, segment
 from segmenter.sources import ROW_SHIFT
+from segmenter.step_words import listed, step_names, user_columns
 from tracing.confidence.answer import ConfidenceAnswer, guarantee, row_text, short_formula
 from tracing.lineage import AugmentedLineage, TraceStat, collect_rows, fmt_row, reads_line, shown
 from tracing.present.reasons import render_call
 from tracing.present.tree import tree_svg
-from tracing.present.words import listed, step_names, user_columns
 from tracing.task_code import LANGUAGES
 
 if TYPE_CHECKING:
@@ -48,16 +48,20 @@ STYLE = """
 """
 
 
-def rows_table(rows: list[dict[str, Any]], limit: int = MAX_ROWS, first: Sequence[str] = ()) -> str:
+def rows_table(
+    rows: list[dict[str, Any]], limit: int = MAX_ROWS, first: Sequence[str] = (), total: int | None = None
+) -> str:
     """Rows (dicts with the same keys) as an HTML table, the first ``limit`` of them, columns
     ``first`` (a table's key) leading; one line per row, a wide table scrolls sideways and a
-    long value is cut, whole on hover."""
+    long value is cut, whole on hover. ``total``: how many there are, where ``rows`` holds
+    only the first."""
     if not rows:
         return "<p class='al-note'>(no rows)</p>"
     names = [n for n in first if n in rows[0]] + [n for n in rows[0] if n not in first]
     head = "".join(f"<th>{escape(str(n))}</th>" for n in names)
     body = "".join("<tr>" + "".join(_td(r.get(n)) for n in names) + "</tr>" for r in rows[:limit])
-    more = f"<p class='al-note'>… {len(rows) - limit} more row(s)</p>" if len(rows) > limit else ""
+    total = len(rows) if total is None else total
+    more = f"<p class='al-note'>… {total - limit} more row(s)</p>" if total > limit else ""
     return f"<div class='al-scroll'><table><tr>{head}</tr>{body}</table></div>{more}"
 
 
@@ -70,7 +74,7 @@ def _cell(value: Any) -> str:
     return "NULL" if value is None else str(value)
 
 
-Steps = dict[int, str]  # segment id -> its plain words (tracing.present.words.step_names)
+Steps = dict[int, str]  # segment id -> its plain words (segmenter.step_words.step_names)
 
 
 def step_said(steps: Steps, segment: int) -> str:
@@ -123,9 +127,9 @@ def size_line(lineage: AugmentedLineage) -> str:
     checked, and model calls."""
     made, checked = [], 0
     for table in lineage.tables:
-        rows, control = lineage.split(table)
-        made.append(f"{table}: {len(rows)} row(s)")
-        checked += len(control)
+        rows, control = lineage.part_counts(table)
+        made.append(f"{table}: {rows} row(s)")
+        checked += control
     line = f"Made from {', '.join(made) or 'no source row'}"
     line += f" (+{checked} only checked for a match)" if checked else ""
     return f"{line}; {len(lineage.reasoning_rows())} model call(s)."
@@ -189,7 +193,8 @@ def sources_html(lineage: AugmentedLineage, steps: Steps, limit: int = MAX_ROWS)
     counted, with what checked them, and folded away."""
     parts = []
     for table in lineage.tables:
-        rows, checked = lineage.split(table)
+        count, checked = lineage.part_counts(table)  # only the rows shown are made dicts
+        rows = lineage.first_rows(table, "contributing", limit)
         key = lineage.keys.get(table, ())
         via = lineage.path_notes(table, lambda path: step_said(steps, path[-1]))
         if any(via(r) for r in rows):  # rows that came by different paths (subqueries): say which
@@ -197,14 +202,15 @@ def sources_html(lineage: AugmentedLineage, steps: Steps, limit: int = MAX_ROWS)
             key = ("read by", *key)
         origin = lineage.origins.get(table)
         where = f" <small>(read from {escape(origin['location'])})</small>" if origin else ""
-        parts.append(f"<h5>{escape(table)}: {len(rows)} row(s){where}</h5>")
-        parts.append(rows_table(placed_rows(rows, origin), limit, key))
+        parts.append(f"<h5>{escape(table)}: {count} row(s){where}</h5>")
+        parts.append(rows_table(placed_rows(rows, origin), limit, key, count))
         if checked:
             by = listed(sorted({step_said(steps, s) for _, s in lineage.control.get(table, {}).values()}))
-            summary = f"+ {len(checked)} row(s) only checked for a match, by {by}: they gave no value"
+            summary = f"+ {checked} row(s) only checked for a match, by {by}: they gave no value"
+            shown = placed_rows(lineage.first_rows(table, "control", limit), origin)
             parts.append(
                 f"<details class='al-control'><summary class='al-note'>{escape(summary)}</summary>"
-                f"{rows_table(placed_rows(checked, origin), limit, key)}</details>"
+                f"{rows_table(shown, limit, key, checked)}</details>"
             )
     return "".join(parts) or "<p class='al-note'>no source row</p>"
 

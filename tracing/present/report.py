@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from segmenter.step_words import listed, tables_below
 from tracing.lineage import collect_rows, fmt_row, shown
 from tracing.present.html import STYLE, Steps, queries_table, row_html, rows_table, run_html, run_steps
-from tracing.present.words import listed, tables_below
 
 if TYPE_CHECKING:
     from tracing.lineage import AugmentedLineage

@@ -147,6 +147,9 @@ def test_targets_not_in_output(numbers: LineageSession) -> None:
         run.lineage(where="grp > 100")
     with pytest.raises(LineageError, match="unknown column"):
         run.lineage(rows=[{"nope": 1}])
+    said = r"^rows= gives the columns \['grp'\] in one row and \['grp', 'count'\] in another: give every"
+    with pytest.raises(LineageError, match=said):  # a column left out is not matched as NULL
+        run.lineage(rows=[{"grp": 1, "count": 7}, {"grp": 2}])
     with pytest.raises(LineageError, match="invalid where"):
         run.lineage(where="nope = 1")
     for sample in (-1, 0, 1.5, True):

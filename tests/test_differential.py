@@ -593,6 +593,8 @@ def test_each_source_row_names_the_path_it_came_by(suite: Suite, backend: str) -
     assert ids(lin.contributing_rows("lineitem")) == returned
     assert ids(lin.control_rows("lineitem")) == by_truck - returned
     assert lin.checks("lineitem") == [words := "the EXCEPT ALL of lineitem against lineitem"]  # in words
+    assert lin.part_counts("lineitem") == (len(returned), len(by_truck - returned))  # counted in Arrow
+    assert lin.first_rows("lineitem", "control", 3) == lin.control_rows("lineitem")[:3]
     assert f"+ {len(by_truck - returned)} row(s) only checked, by {words}" in str(lin)
 
     r = suite.runs("sql_subqueries")

@@ -879,6 +879,12 @@ class Run:
                     f"all {len(names)} values"
                 )
             wanted.append({ids[n]: v for n, v in r.items()})
+        named = sorted({tuple(c.name for c in output if c.id in r) for r in wanted})
+        if len(named) > 1:  # a column one row leaves out would be matched as NULL
+            raise LineageError(
+                f"rows= gives the columns {list(named[0])} in one row and {list(named[1])} in another: "
+                "give every row the same columns"
+            )
         return wanted
 
     def _rows(self, out: DataFrame, rows: Any) -> DataFrame:

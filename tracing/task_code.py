@@ -5,6 +5,7 @@ recovered reliably from Python)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from pyspark.sql import DataFrame
@@ -25,6 +26,12 @@ def with_code(task: Task, given: DataFrame | str, code: str | None) -> Task:
             raise ValueError("code= must be non-empty text (the code that built the DataFrame)")
         return replace(task, text=code, language="code")
     return replace(task, text=analyzed_plan(given), language="plan")
+
+
+def readable(language: str | None, text: str) -> str:
+    """A task's text as a person reads it: Spark's plan without its expression ids
+    (``Income#27L``), which mean nothing to a reader; SQL and code as written."""
+    return re.sub(r"#\d+L?\b", "", text) if language == "plan" else text
 
 
 def analyzed_plan(df: DataFrame) -> str:

@@ -98,6 +98,7 @@ def show(args: argparse.Namespace, progress: Progress) -> None:
     """`al show RUN_ID`: what a run is (its task, sources, models, segments and what it
     stored), from its record, checked as a question checks it; no Spark."""
     from segmenter.operators import Source
+    from tracing.task_code import readable
 
     run = _open_run(args, progress)
     record = run.record
@@ -122,7 +123,8 @@ def show(args: argparse.Namespace, progress: Progress) -> None:
         "stored_tuples": run.stored_tuples,
         "stored_bytes": run.stored_bytes,
         "index_bytes": run.index_bytes,
-        "task": record["task"].get("text") or _task_line(record["task"], None),
+        "task": readable(record["task"].get("language"), record["task"].get("text") or "")
+        or _task_line(record["task"], None),
         "sources": sources,
         "models": run.models,
         "segments": run.segments().splitlines(),

@@ -17,7 +17,7 @@ from tracing.confidence.answer import ConfidenceAnswer, guarantee, row_text, sho
 from tracing.lineage import AugmentedLineage, TraceStat, collect_rows, fmt_row, reads_line, shown
 from tracing.present.reasons import render_call
 from tracing.present.tree import tree_svg
-from tracing.task_code import LANGUAGES
+from tracing.task_code import LANGUAGES, readable
 
 if TYPE_CHECKING:
     from tracing.forward import ForwardLineage
@@ -307,9 +307,7 @@ def run_html(run: Run) -> str:
     summary = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in facts.items())
     task = run.task
     heading = LANGUAGES.get(task.language, "Task text")
-    code = task.text.strip()
-    if task.language == "plan":  # Spark's expression ids (Income#27L) mean nothing to a reader
-        code = re.sub(r"#\d+L?\b", "", code)
+    code = readable(task.language, task.text.strip())
     text = f"<h4>{escape(heading)}</h4><pre class='al-code'>{escape(code)}</pre>" if code else ""
     steps = "Steps" if run.root.top is task.root else REWRITTEN
     return (

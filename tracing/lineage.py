@@ -408,7 +408,7 @@ class AugmentedLineage:
         os.makedirs(folder, exist_ok=True)
         counts = {}
         for table in sorted(self.source):
-            rows = as_arrow(self.source[table])
+            rows = self._arrow(table)
             used = self._used(table, rows)
             kind = pc.if_else(used, pa.scalar("contributing"), pa.scalar("control"))
             path = os.path.join(folder, f"{table}.parquet")
@@ -778,10 +778,17 @@ def _count(rows: Rows) -> int:
 
 def first_rows_of(rows: pa.Table, n: int) -> list[dict[str, Any]]:
     """The first ``n`` rows of :func:`collect_rows`' order, the others never made dicts."""
-    names = rows.column_names
-    if rows.num_rows > n and len(set(names)) == len(names) and all(map(_sortable, rows.schema.types)):
-        rows = rows.sort_by([(c, "ascending") for c in names]).slice(0, n)
-    return collect_rows(rows)[:n]
+    ordered = _sorted_in_arrow(rows) if rows.num_rows > n else None
+    return collect_rows(ordered.slice(0, n)) if ordered is not None else collect_rows(rows)[:n]
+
+
+def _sorted_in_arrow(table: pa.Table) -> pa.Table | None:
+    """``table`` sorted by its columns, left to right, nulls last, where Arrow can sort every
+    column (in C++); None where it cannot."""
+    names = table.column_names
+    if len(set(names)) == len(names) and all(map(_sortable, table.schema.types)):
+        return table.sort_by([(c, "ascending") for c in names])
+    return None
 
 
 @gc_paused()
@@ -790,11 +797,10 @@ def collect_rows(rows: Rows) -> list[dict[str, Any]]:
     their columns, left to right, nulls last, where Arrow can sort every column (in C++: a
     Python sort key per row was most of a 69 k-row answer's time); else by their JSON text."""
     table = as_arrow(rows)
-    names = table.column_names
-    if len(set(names)) == len(names) and all(map(_sortable, table.schema.types)):
-        table = table.sort_by([(c, "ascending") for c in names])
-        found = to_pylist(table)
-        return [_plain(r) for r in found] if any(map(_unplain, table.schema.types)) else found
+    ordered = _sorted_in_arrow(table)
+    if ordered is not None:
+        found = to_pylist(ordered)
+        return [_plain(r) for r in found] if any(map(_unplain, ordered.schema.types)) else found
     return sorted((_plain(r) for r in to_pylist(table)), key=_sort_key)
 
 

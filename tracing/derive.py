@@ -134,7 +134,7 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     wide = {table: _once(parts, keys[table]) for table, parts in apart.items()}
     narrow = {t: _narrow_key(rows, keys[t]) for t, rows in wide.items()}
     via = {table: _entered(parts, keys[table], narrow[table]) for table, parts in apart.items()}
-    found = {t: unique_rows(rows.drop_columns([SEGMENT]), keys[t]) for t, rows in via.items()}
+    found = {t: _served(rows, apart[t], keys[t]) for t, rows in via.items()}
     by_row = ByRow(source=found, reasoning=reasoning, via=via).local()
     shared = {t: ps for t, parts in source.items() if (ps := [p for p in parts if p[2] is not None])}
     reads = renumbering.reads(by_row.source, keys, shared)  # type: ignore[arg-type]
@@ -185,6 +185,13 @@ def _entered(parts: list[Part], key: list[str], narrow: list[str] | None) -> pa.
     return unique_rows(rows, key)
 
 
+def _served(via: pa.Table, parts: list[Part], key: list[str]) -> pa.Table:
+    """A table's rows per target, each once: ``via`` without the segments, as it is where one
+    segment read them all (each row once per target there already: a group-by the less)."""
+    rows = via.drop_columns([SEGMENT])
+    return rows if len({seg for seg, _, _ in parts}) == 1 else unique_rows(rows, key)
+
+
 def _with_shared(
     by_row: ByRow, shared: Shared, keys: dict[str, list[str]], renumbering: Renumbering
 ) -> ByRow:
@@ -228,8 +235,11 @@ def _widened(by_row: ByRow, wide: dict[str, pa.Table], narrow: dict[str, list[st
         if not key:
             return rows
         full = wide[table]
-        joined = placed(rows, full, key)
-        widened = full.take(joined.column(PLACE))
+        if rows.num_rows == full.num_rows and rows.select(key).equals(full.select(key)):
+            joined, widened = rows, full  # each row once, in order (one target, one path): no join
+        else:
+            joined = placed(rows, full, key)
+            widened = full.take(joined.column(PLACE))
         for name in rows.column_names:
             if name not in key:
                 widened = widened.append_column(name, joined.column(name))

@@ -2,7 +2,7 @@
 
 import sys
 
-from cda_workload.command_line.cli import main
+from cda_workload.command_line.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,13 @@ from pyspark.sql import SparkSession
 
 from materialization.spark import spark_session
 from tracing import LineageSession
+
+# pytest-xdist's worker processes have a __main__ with neither spec nor file, which PySpark
+# takes for its own doctest run: importing pyspark.sql.connect (MLflow does, to tell a Spark
+# DataFrame) then exits the worker (pyspark/sql/connect/utils.py, check_dependencies)
+_main = sys.modules["__main__"]
+if getattr(_main, "__spec__", None) is None and not hasattr(_main, "__file__"):
+    _main.__file__ = "<pytest-xdist worker>"
 
 # The suite's tables have tens of rows: compiling each query's whole-stage Java code costs
 # more than running it (the eager and compressed tests took 8 % less without it, the oracle's

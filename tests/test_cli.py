@@ -10,10 +10,12 @@ import json
 import os
 import pty
 import re
+import select
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -174,6 +176,68 @@ def test_questions_answered_in_process_start_no_jvm(commands: dict, run_id: str)
         "al: error: invalid where=\"Judgement = 'Reject'\": no output column is named 'Judgement' "
         "(the output's columns: Judge, count)"
     )
+
+
+def test_a_question_server_answers_as_the_process_does(
+    commands: dict, store: str, run_id: str, tmp_path: Path
+) -> None:
+    """At a terminal, a question answered in process starts a server (one note on stderr);
+    later questions, from a script too, are answered by its forked workers with the stdout,
+    the progress lines, the one-line error and the exit status of the processes above (which
+    ran with no server); `al server status` counts them and `al server stop` ends it."""
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "AL_SERVER": "auto", "AL_SERVER_IDLE_S": "120"}
+    leader, follower = pty.openpty()
+    shown = subprocess.run(
+        [AL, "show", run_id, "--store", store], stdin=follower, stderr=follower,
+        stdout=subprocess.PIPE, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    os.close(follower)
+    said = b""
+    while select.select([leader], [], [], 0.5)[0]:
+        try:
+            said += os.read(leader, 65536)
+        except OSError:
+            break
+    os.close(leader)
+    assert shown.returncode == 0 and shown.stdout.startswith(f"run {run_id}: 3 output row(s)")
+    assert b"started a question server" in said, said
+
+    def al(*argv: str, **extra: str) -> Done:
+        return subprocess.run([AL, *argv], capture_output=True, text=True, env={**env, **extra}, timeout=120)
+
+    try:
+        for _ in range(100):  # it imports for a few seconds before it listens
+            if al("server", "status").stdout.startswith("server pid"):
+                break
+            time.sleep(0.3)
+        no_java = str(tmp_path / "no-java")
+        served = {name: al(*commands[name].args[1:], JAVA_HOME=no_java) for name in ("lineage", "column")}
+        for name, done in served.items():
+            alone = commands[name]
+            assert done.returncode == alone.returncode, done.stderr
+            assert _timeless(done.stdout) == _timeless(alone.stdout)
+            assert _untimed(done.stderr) == _untimed(alone.stderr)
+        assert "deriving the augmented lineage" in served["lineage"].stderr  # the worker's progress
+        assert ": 2 questions, stops after 2 idle min" in al("server", "status").stdout
+    finally:
+        stopped = al("server", "stop").stdout
+    assert stopped.startswith("stopped the server") and stopped.strip().endswith("after 2 questions")
+    assert al("server", "status").stdout.strip() == "no server runs for this environment"
+
+
+def _untimed(err: str) -> list[str]:
+    """Progress and error lines without their clock times and durations."""
+    return [re.sub(r"^\[\d\d:\d\d:\d\d\] |done in [\d.]+ s$", "", line) for line in err.splitlines()]
+
+
+def _timeless(out: str) -> str:
+    """An answer's JSON without its tracing queries' seconds (each process times its own)."""
+    if not out.startswith("{"):
+        return out
+    answer = json.loads(out)
+    for query in answer.get("tracing_queries", []):
+        query.pop("seconds")
+    return json.dumps(answer, sort_keys=True)
 
 
 def test_lineage_as_parquet(store: str, run_id: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

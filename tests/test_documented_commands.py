@@ -79,6 +79,7 @@ def test_every_documented_command_line_runs_as_written(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # `al server start` here is this test's
     ran, made = [], {}  # made: the run id of each `al run` line (a block repeating one reuses it)
     for where, block in command_blocks():
         run_id = None

@@ -10,6 +10,7 @@
     al export RUN_ID --format openlineage              the run as an OpenLineage RunEvent (JSON)
     al demo                                            CDA queries with real models, explained
     al bench --queries Q3,Q9                           the benchmark of section 7
+    al server start|stop|status                        the resident process that answers questions fast
 
 Exit status: 0 done, 2 a usage or input error (one line on stderr saying what to change),
 1 anything unexpected (the stack trace with --verbose). `python -m cda_workload` is the same.
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import traceback
 from importlib.metadata import version
 
+from cda_workload.command_line import question_server
 from cda_workload.command_line.cli_lineage import add_lineage_commands
 from cda_workload.command_line.cli_workload import add_workload_commands
 from cda_workload.command_line.completion import bash_script
@@ -48,7 +51,39 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("shell", choices=["bash"], help="the shell (bash; zsh reads it after bashcompinit)")
     p.set_defaults(func=lambda args, progress: print(bash_script(parser()), end=""))
+    p = sub.add_parser(
+        "server",
+        parents=[common],
+        help="the resident process that answers lineage, report, export, verify, show and runs "
+        "without Python's imports (started by a question at a terminal; stops after 15 idle min)",
+    )
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.set_defaults(func=server_command)
     return top
+
+
+def server_command(args: argparse.Namespace, progress: Progress) -> None:
+    """``al server start|stop|status``: one line on stdout saying what runs."""
+    state = question_server.control("status" if args.action == "start" else args.action)
+    if args.action == "start" and state is None:
+        question_server.start_detached()
+        deadline = time.monotonic() + 30
+        while state is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            state = question_server.control("status")
+        if state is None:
+            log = question_server.socket_path().with_suffix(".log")
+            raise LineageError(f"the server did not start: see {log}")
+    if state is None:
+        print("no server runs for this environment")
+    elif args.action == "stop":
+        print(f"stopped the server (pid {state['pid']}) after {state['questions']} questions")
+    else:
+        idle = state["idle_s"] / 60
+        print(
+            f"server pid {state['pid']} on {state['socket']}: {state['questions']} questions,"
+            f" stops after {idle:g} idle min"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         print("al: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        if _interrupted(exc):
+            print("al: interrupted", file=sys.stderr)
+            return 130
         if args.verbose:
             traceback.print_exc()
         user = isinstance(exc, USER_ERRORS)
@@ -67,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"al: error: {what}{hint}", file=sys.stderr)
         return 2 if user else 1
     return 0
+
+
+def _interrupted(exc: Exception) -> bool:
+    """Ctrl-C inside a DuckDB query comes back as DuckDB's error, not as KeyboardInterrupt."""
+    named = type(exc).__name__ == "InterruptException"
+    return named or (isinstance(exc, RuntimeError) and str(exc) == "Query interrupted")
 
 
 def _first_line(exc: Exception) -> str:

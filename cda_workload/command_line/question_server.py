@@ -50,14 +50,17 @@ _PRELOAD = (
     "rich.console",
 )
 _HEADER = struct.Struct("!I")
+_SOCKET_PATH_MAX = 108  # sun_path's size on Linux, its terminating NUL included
 
 
 def socket_path() -> Path:
     """One server per Python environment and checkout, in a folder only this user can enter."""
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp")
     root = Path(__file__).resolve().parents[2]
     tag = hashlib.sha256(f"{sys.prefix}\0{root}".encode()).hexdigest()[:12]
-    return base / f"al-server-{os.getuid()}" / f"{tag}.sock"
+    place = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / f"al-server-{os.getuid()}" / f"{tag}.sock"
+    if len(os.fsencode(place)) >= _SOCKET_PATH_MAX:  # too long for a Unix socket's address
+        place = Path("/tmp") / place.parent.name / place.name
+    return place
 
 
 def _private_folder(folder: Path, create: bool) -> bool:

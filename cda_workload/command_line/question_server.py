@@ -240,12 +240,8 @@ def _work(conn: socket.socket, header: bytes, fds: list[int], added: dict[str, s
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its own subprocesses are waited for
-        while len(header) < _HEADER.size:
-            header += conn.recv(_HEADER.size - len(header))
-        (size,) = _HEADER.unpack(header)
-        request = b""
-        while len(request) < size:
-            request += conn.recv(size - len(request))
+        (size,) = _HEADER.unpack(_received(conn, _HEADER.size, header))
+        request = _received(conn, size)
         asked = json.loads(request)
         conn.sendall(b"P" + _HEADER.pack(os.getpid()))
         for target, fd in enumerate(fds):
@@ -267,6 +263,17 @@ def _work(conn: socket.socket, header: bytes, fds: list[int], added: dict[str, s
         conn.sendall(b"X" + _HEADER.pack(code))
     finally:
         os._exit(code)
+
+
+def _received(conn: socket.socket, size: int, data: bytes = b"") -> bytes:
+    """``size`` bytes from ``conn`` (``data`` already read); an asker gone before it sent them
+    all ends the worker instead of leaving it reading an empty socket forever."""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the asker closed the connection mid-request")
+        data += chunk
+    return data
 
 
 def _reopen_standard_streams() -> None:

@@ -223,7 +223,9 @@ def _union(rows: pa.Table, more: pa.Table, key: list[str]) -> pa.Table:
         places = pa.array(np.arange(more.num_rows, dtype=np.int64))
         keyed = more.select(on).append_column(PLACE, places)
         new = keyed.join(rows.select(on), on, join_type="left anti", use_threads=False).column(PLACE)
-        return pa.concat_tables([rows, more.take(np.sort(new.to_numpy()))], promote_options="default")
+        kept = np.zeros(more.num_rows, dtype=bool)
+        kept[new.to_numpy()] = True  # in their order, without sorting the places (1 M: 90 ms)
+        return pa.concat_tables([rows, more.filter(kept)], promote_options="default")
     return unique_rows(pa.concat_tables([rows, more], promote_options="default"), key)
 
 

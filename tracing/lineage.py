@@ -106,9 +106,9 @@ class ByRow:
 
     def merged(self, queries: list[TraceStat], keys: dict[str, Sequence[str]]) -> AugmentedLineage:
         """The answer for all the targets (each row once, told by its table's ``keys``),
-        keeping these rows apart."""
+        keeping these rows apart (a table's rows here are each once per target: see derive)."""
         return AugmentedLineage(
-            source={t: _distinct(r, keys.get(t)) for t, r in self.source.items()},
+            source={t: _distinct(r, keys.get(t), once_each=True) for t, r in self.source.items()},
             reasoning=[replace(e, rows=_distinct(e.rows)) for e in self.reasoning],
             queries=queries,
             by_row=self,
@@ -287,7 +287,7 @@ class AugmentedLineage:
     @gc_paused()
     def _reasoning_rows(self, udf: str | None) -> list[dict[str, Any]]:
         out = []
-        shared: dict[str, _Ids | None] = {}  # per table: every call's ids, made once
+        read = self._reads_by_call()
         for entry in self.reasoning:
             if udf is not None and entry.udf != udf:
                 continue
@@ -300,27 +300,44 @@ class AugmentedLineage:
                         "inputs": inputs,
                         "value": r[entry.value],
                         "reason": r[entry.reason],
-                        "reads": self._read_by(call_key(entry.segment, entry.udf, inputs), shared),
+                        "reads": read.get(call_key(entry.segment, entry.udf, inputs)),
                     }
                 )
         return out
 
-    def _read_by(
-        self, call: CallKey, shared: dict[str, _Ids | None]
-    ) -> dict[str, list[dict[str, Any]]] | None:
-        """The ids (key values) of the source rows a call read, by table; None where the
-        answer does not know (eager and compressed runs, answers over many rows)."""
-        if call not in self.reads:
-            return None
-        found = {}
-        for table, rows in sorted(self.reads[call].items()):
-            key = self.keys.get(table) or [c for c in rows.column_names if c != ROW_ID]
-            mine = unique_rows(rows.select(list(key)))
-            if table not in shared:
-                every = [r[table].select(list(key)) for r in self.reads.values() if table in r]
-                shared[table] = _Ids.of(every)
-            ids = shared[table]
-            found[table] = ids.among(mine) if ids is not None else collect_rows(mine)  # mine: some of them
+    def _reads_by_call(self) -> dict[CallKey, dict[str, list[dict[str, Any]]]]:
+        """The ids (key values) of the source rows each call read, by table ({} where the
+        answer does not know: eager and compressed runs, answers over many rows). Each table's
+        reads are told apart for every call at once (a group-by and a join per call and table
+        were 7 % of the differential suite's answers), and each id is one dict, shared by the
+        calls that read it (CDA Q21's 5 calls each read the same 57 k line items)."""
+        found: dict[CallKey, dict[str, list[dict[str, Any]]]] = {call: {} for call in self.reads}
+        for table in sorted({t for tables in self.reads.values() for t in tables}):
+            calls = [call for call, tables in self.reads.items() if table in tables]
+            first = self.reads[calls[0]][table]
+            key = list(self.keys.get(table) or [c for c in first.column_names if c != ROW_ID])
+            every = pa.concat_tables(
+                [
+                    self.reads[call][table].select(key).append_column(
+                        _CALL, pa.array(np.full(self.reads[call][table].num_rows, k, np.int64))
+                    )
+                    for k, call in enumerate(calls)
+                ],
+                promote_options="default",
+            )
+            mine = unique_rows(every)  # each id once per call
+            ids = _Ids.of([every.select(key)])
+            if ids is None:  # not joinable: each call's rows made dicts apart
+                for k, call in enumerate(calls):
+                    own = mine.filter(pc.equal(mine.column(_CALL), k)).drop_columns([_CALL])
+                    found[call][table] = collect_rows(own)
+                continue
+            places = placed(mine, ids.table, key).select([_CALL, PLACE])
+            places = places.sort_by([(_CALL, "ascending"), (PLACE, "ascending")])
+            by_call, at = places.column(_CALL).to_numpy(), places.column(PLACE).to_numpy()
+            bounds = np.searchsorted(by_call, np.arange(len(calls) + 1))
+            for k, call in enumerate(calls):
+                found[call][table] = [ids.dicts[i] for i in at[bounds[k] : bounds[k + 1]].tolist()]
         return found
 
     @gc_paused()
@@ -731,11 +748,23 @@ def _reads_serving(reads: Reads, ids: list[int]) -> Reads:
     return out
 
 
-def _distinct(table: pa.Table, key: Sequence[str] | None = None) -> pa.Table:
+def _distinct(table: pa.Table, key: Sequence[str] | None = None, once_each: bool = False) -> pa.Table:
     """``table`` without ``ROW_ID``, each row once (rows equal on their table's ``key``, where
-    the rows hold it, are one)."""
+    the rows hold it, are one). ``once_each``: ``table`` holds each row once per target, so
+    where every row serves one target the rows are distinct already (a one-row question
+    about the reconcile job at 1 M orders: 0.17 s of grouping 1 M rows saved)."""
     rows = table.drop_columns([ROW_ID])
+    if once_each and _one_value(table.column(ROW_ID)):
+        return rows
     return unique_rows(rows, key if key and set(key) <= set(rows.column_names) else None)
+
+
+def _one_value(column: pa.ChunkedArray) -> bool:
+    """Whether ``column`` holds a single value, never NULL (a min and a max, not a group-by)."""
+    if column.null_count:
+        return False
+    bounds = pc.min_max(column).as_py()
+    return bounds["min"] == bounds["max"]
 
 
 def unique_rows(table: pa.Table, key: Sequence[str] | None = None) -> pa.Table:
@@ -822,13 +851,9 @@ class _Ids:
         every = every.sort_by([(c, "ascending") for c in every.column_names])
         return _Ids(every, collect_rows(every))
 
-    def among(self, mine: pa.Table) -> list[dict[str, Any]]:
-        """The dicts of ``mine``'s ids (some of these), in the same order."""
-        places = placed(mine, self.table, mine.column_names).column(PLACE)
-        return [self.dicts[i] for i in np.sort(places.to_numpy()).tolist()]
-
 
 PLACE = "__place"
+_CALL = "__call"  # which call read a row (AugmentedLineage._reads_by_call)
 
 
 def placed(rows: pa.Table, table: pa.Table, on: Sequence[str]) -> pa.Table:

@@ -52,6 +52,8 @@ def _in_list(keys: pa.Table) -> str:
     for name in keys.column_names:
         column = keys.column(name)
         if pa.types.is_integer(column.type) and column.null_count == 0:
+            if len(pc.unique(column.slice(0, 4 * IN_LIST_MAX))) > IN_LIST_MAX:
+                return ""  # too many already among the first keys (1 M keys: 0.13 s saved)
             values = pc.unique(column).to_pylist()
             if not 0 < len(values) <= IN_LIST_MAX:
                 return ""

@@ -91,8 +91,9 @@ class Engine(Protocol):
     def settle(self, rel: Any) -> Settled:
         """``rel`` evaluated once, so that later steps reuse it."""
 
-    def split(self, settled: Settled, tag: str) -> Settled:
-        """The distinct rows one tag holds among the settled rows (with their ``ROW_ID``)."""
+    def split(self, settled: Settled, tag: str, distinct: bool = True) -> Settled:
+        """The distinct rows one tag holds among the settled rows (with their ``ROW_ID``);
+        ``distinct`` False where the settled rows hold each at most once already."""
 
     def absent(self, settled: Settled, tags: Sequence[str]) -> Settled:
         """Of the settled rows, those where one of ``tags`` is NULL (an outer join's padded

@@ -105,19 +105,26 @@ def _split_in_arrow(
     where DuckDB is faster (many rows: 2.4× on Q21's 57 k line items, as filtering wide rows
     costs), or where a nested field has no key beside it that Arrow groups exactly (flat, not
     floating: NaN; no NULL)."""
-    column = table.column(tag)
     if table.num_rows > ARROW_SPLIT_ROWS:
         return None
-    kept = table.filter(pc.is_valid(column))
-    rows = pa.Table.from_arrays(kept.column(tag).flatten(), names=list(cols))
-    if ROW_ID in table.column_names:
-        rows = rows.append_column(ROW_ID, kept.column(ROW_ID))
+    rows = _tag_rows(table, tag, cols)
     names = rows.column_names
-    if not any(pa.types.is_nested(f.type) for f in column.type):
+    if not any(pa.types.is_nested(f.type) for f in table.column(tag).type):
         return distinct_flat(rows)
     if not key or not all(exact_key(rows.column(k)) for k in key):
         return None
     return first_rows(rows, [*key, *[ROW_ID] * (ROW_ID in names)])
+
+
+def _tag_rows(table: pa.Table, tag: str, cols: tuple[str, ...]) -> pa.Table:
+    """The rows the struct column ``tag`` holds, one per row of ``table`` where it is set
+    (with their ``ROW_ID``): its fields are the rows' columns."""
+    kept = table.select([tag, *[ROW_ID] * (ROW_ID in table.column_names)])
+    kept = kept.filter(pc.is_valid(kept.column(tag)))  # the tag's column alone, not every one
+    rows = pa.Table.from_arrays(kept.column(tag).flatten(), names=list(cols))
+    if ROW_ID in table.column_names:
+        rows = rows.append_column(ROW_ID, kept.column(ROW_ID))
+    return rows
 
 
 def _distinct_already(table: pa.Table) -> bool:
@@ -279,15 +286,18 @@ class DuckEngine(DuckPlan):
             return held
         return self._register(self.con.sql(self._ready(rel.sql)).to_arrow_table())
 
-    def split(self, settled: Settled, tag: str) -> Settled:
+    def split(self, settled: Settled, tag: str, distinct: bool = True) -> Settled:
         if settled.local is not None:
+            if not distinct:  # each row once already: the tag's fields, taken in Arrow
+                return self._register(_tag_rows(settled.local, tag, self._tag_cols[tag]))
             rows = _split_in_arrow(settled.local, tag, self._tag_cols[tag], self._tag_keys.get(tag))
             if rows is not None:
                 return self._register(rows)
         cols = self._tag_cols[tag] + (ROW_ID,) * (ROW_ID in settled.rows.cols)
         fields = ", ".join(f"{q(tag)}.{q(c)} AS {q(c)}" for c in self._tag_cols[tag])
         fields += f", {q(ROW_ID)}" * (ROW_ID in settled.rows.cols)
-        sql = f"SELECT DISTINCT {fields} FROM ({settled.rows.sql}) WHERE {q(tag)} IS NOT NULL"
+        unique = "DISTINCT " * distinct
+        sql = f"SELECT {unique}{fields} FROM ({settled.rows.sql}) WHERE {q(tag)} IS NOT NULL"
         return self.settle(Rel(sql, cols))
 
     def absent(self, settled: Settled, tags: Sequence[str]) -> Settled:

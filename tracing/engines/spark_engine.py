@@ -116,19 +116,20 @@ class SparkEngine:
             rows, count, local = settle(rel)
         return Settled(rows if local is None else self._holding(rows, local), count, local)
 
-    def split(self, settled: Settled, tag: str) -> Settled:
-        """On the driver when the joined rows were collected, else one distinct pass."""
+    def split(self, settled: Settled, tag: str, distinct: bool = True) -> Settled:
+        """On the driver when the joined rows were collected, else one (distinct) pass."""
         joined: DataFrame = settled.rows
         numbered = ROW_ID in joined.columns
         if settled.local is None:
             picked = joined.where(F.col(tag).isNotNull()).select(f"{tag}.*", *[ROW_ID] * numbered)
-            return self.settle(picked.distinct())
+            return self.settle(picked.distinct() if distinct else picked)
         schema = joined.schema[tag].dataType
         if numbered:
             schema = StructType([*schema.fields, joined.schema[ROW_ID]])  # type: ignore[attr-defined]
         local: pa.Table = settled.local
         kept = local.filter(local.column(tag).is_valid())
-        picked = _distinct(kept.select([tag, *[ROW_ID] * numbered]))
+        picked = kept.select([tag, *[ROW_ID] * numbered])
+        picked = _distinct(picked) if distinct else picked
         rows = pa.Table.from_struct_array(picked.column(tag).combine_chunks())
         if numbered:
             rows = rows.append_column(ROW_ID, picked.column(ROW_ID))

@@ -38,7 +38,7 @@ def test_cluster_checks_pass_on_local_cluster(tmp_path: Path) -> None:
     )
     report = tmp_path / "junit.xml"
     command = [
-        sys.executable, "-m", "pytest", CHECKS, "-q", "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", CHECKS, "-q", "-n", "0", "-p", "no:cacheprovider",
         f"--junitxml={report}", f"--basetemp={tmp_path / 'basetemp'}", "--durations=5",
     ]  # fmt: skip
     # local-cluster workers keep executor logs under $SPARK_HOME/work/<application id> (the

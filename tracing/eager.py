@@ -287,12 +287,12 @@ class EagerIndex:
         return targets.append_column(ROW_ID, pa.array(range(targets.num_rows), pa.int64()))
 
     def _owned(self, rows: pa.Table | DataFrame, pairs: pa.Table, targets: pa.Table) -> pa.Table:
-        """``rows`` (one table's answer) with the ``ROW_ID`` of each target whose own lineage,
-        by ``pairs`` (``LID``, attribute values), holds them."""
+        """``rows`` (one table's answer, each row once) with the ``ROW_ID`` of each target
+        whose own lineage, by ``pairs`` (``LID``, attribute values), holds them."""
         local = rows if isinstance(rows, pa.Table) else rows.toArrow()
         attrs = [c for c in pairs.column_names if c != LID]
         on = " AND ".join(f"r.{quoted(a)} IS NOT DISTINCT FROM p.{quoted(a)}" for a in attrs)
-        return self._joined(local, pairs, targets, on)
+        return self._joined(local, pairs, targets, on, r_distinct=True)
 
     def _owned_calls(self, seg: Segment, pairs: pa.Table, targets: pa.Table) -> list[ReasoningRows]:
         """The model calls of ``seg``, each with the ``ROW_ID`` of the targets it serves."""
@@ -403,15 +403,20 @@ class EagerIndex:
             parts.append(for_each(rows, LID, serves).select(found.column_names))
         return pa.concat_tables(parts)
 
-    def _joined(self, r: pa.Table, p: pa.Table, t: pa.Table, on: str) -> pa.Table:
+    def _joined(self, r: pa.Table, p: pa.Table, t: pa.Table, on: str, r_distinct: bool = False) -> pa.Table:
         """The rows ``r`` with the ``ROW_ID`` of the targets ``t`` whose pairs ``p`` (their
-        ``LID``) match them ``on`` (DuckDB over the Arrow tables)."""
+        ``LID``) match them ``on`` (DuckDB over the Arrow tables), each once. Where the rows
+        ``r`` are distinct, the narrow pairs are made distinct, not the wide rows joined: a
+        row then meets each ``LID`` once, and a target has one ``LID`` (the reconcile job's
+        answer at 1 M orders: 1.9 M pairs of integers, not 1.9 M rows of every column)."""
         con = self.reader.con
         for name, table in (("r", r), ("p", p), ("t", t.select([LID, ROW_ID]))):
             con.register(name, table)
         try:
-            join = f"r JOIN p ON {on} JOIN t ON p.{quoted(LID)} = t.{quoted(LID)}"
-            return con.sql(f"SELECT DISTINCT r.*, t.{quoted(ROW_ID)} FROM {join}").to_arrow_table()
+            pairs = "(SELECT DISTINCT * FROM p) p" if r_distinct else "p"
+            join = f"r JOIN {pairs} ON {on} JOIN t ON p.{quoted(LID)} = t.{quoted(LID)}"
+            unique = "" if r_distinct else "DISTINCT "
+            return con.sql(f"SELECT {unique}r.*, t.{quoted(ROW_ID)} FROM {join}").to_arrow_table()
         finally:
             for name in ("r", "p", "t"):
                 con.unregister(name)

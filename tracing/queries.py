@@ -4,7 +4,9 @@ Non-D segment: ∪ᵢ Split(σ_Cᵢ(T₁ ⋈ … ⋈ Tₘ) ⋉ Ō). The segment'
 over its inputs with a tag per input; the α chain's grouping keys are evaluated on those rows;
 the rows that agree with a target (on the top grouping keys, or on the body's columns when
 there is no aggregation) are kept; each input's tag then gives its rows (Split). φ appends
-values that are functions of the row, so it never needs to be re-evaluated here.
+values that are functions of the row, so it never needs to be re-evaluated here. A segment
+that only renames or drops one child segment's columns (π) is not evaluated at all: its
+targets, equal on the columns it keeps, are the child's.
 
 A semi-join L ⋉_θ R is evaluated as one, not as the inner join L ⋈_θ R its lineage is defined
 by: each kept row carries a *probe* (its columns that θ reads), and R's part of the lineage
@@ -38,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from materialization.compile import ROW_ID, TAG_PREFIX
-from materialization.pushdown import Restriction, push_to_leaves
+from materialization.pushdown import Restriction, passing_columns, push_to_leaves
 from segmenter.operators import Join, Node, OuterJoin, Projection, Selection, Source, Union, Window
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
@@ -61,8 +63,37 @@ class LeafLineage:
 
 def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[LeafLineage]:
     """Split(σ_C(T₁ ⋈ … ⋈ Tₘ) ⋉ Ō) for a Non-D segment; ``targets`` None means ALL."""
+    passed = _passed_on(seg, targets)
+    if passed is not None:
+        return [passed]
     found, _, _ = _evaluated(seg, targets, engine)
     return [LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)]) for leaf in seg.leaves]
+
+
+def _passed_on(seg: Segment, targets: Restriction | None) -> LeafLineage | None:
+    """A segment that only renames and drops the columns of one child segment (π, as above
+    a rollup): a target's rows there are the child's output rows equal to it on the columns
+    it keeps, so the targets pass to the child as they are, and the child's output is not
+    computed to find them (the rollup job's question at 1 M orders: its whole aggregation,
+    0.16 s of 0.36 s). Not to a difference, whose tracing takes its targets for rows of its
+    output whole; None where the segment does more."""
+    if len(seg.leaves) != 1 or seg.aggregations:
+        return None
+    leaf = seg.leaves[0]
+    child = seg.child_for(leaf)
+    if child is None or child.kind == "d":
+        return None
+    mapping = {c.id: c.id for c in seg.body_top.match_columns()}  # top column -> column below
+    node = seg.body_top
+    while node is not leaf:
+        if not isinstance(node, Projection):
+            return None
+        (passing,) = passing_columns(node)
+        if not all(below in passing for below in mapping.values()):
+            return None  # a computed column: equal rows below are not all equal above
+        mapping = {top: passing[below] for top, below in mapping.items()}
+        node = node.child
+    return LeafLineage(leaf, child, targets=targets.narrowed(mapping) if targets is not None else None)
 
 
 def _evaluated(

@@ -74,8 +74,8 @@ def _passed_on(seg: Segment, targets: Restriction | None) -> LeafLineage | None:
     """A segment that only renames and drops the columns of one child segment (π, as above
     a rollup): a target's rows there are the child's output rows equal to it on the columns
     it keeps, so the targets pass to the child as they are, and the child's output is not
-    computed to find them (the rollup job's question at 1 M orders: its whole aggregation,
-    0.16 s of 0.36 s). Not to a difference, whose tracing takes its targets for rows of its
+    computed to find them (the rollup job's question at 1 M orders: one query over its whole
+    aggregation fewer, 0.39 → 0.35 s). Not to a difference, whose tracing takes its targets for rows of its
     output whole; None where the segment does more."""
     if len(seg.leaves) != 1 or seg.aggregations:
         return None

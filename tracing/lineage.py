@@ -149,6 +149,7 @@ class AugmentedLineage:
     _arrows: dict[str, tuple[pa.Table, pa.Table]] = field(default_factory=dict, repr=False)
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _calls: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _read_ids: dict[CallKey, dict[str, list[dict[str, Any]]]] | None = field(default=None, repr=False)
 
     # --- accessors ----------------------------------------------------------------------------
     @property
@@ -287,7 +288,9 @@ class AugmentedLineage:
     @gc_paused()
     def _reasoning_rows(self, udf: str | None) -> list[dict[str, Any]]:
         out = []
-        read = self._reads_by_call()
+        if self._read_ids is None:  # made once for the answer, whichever UDF is asked about
+            self._read_ids = self._reads_by_call()
+        read = self._read_ids
         for entry in self.reasoning:
             if udf is not None and entry.udf != udf:
                 continue
@@ -563,6 +566,7 @@ class AugmentedLineage:
             reads=_reads_serving(self.reads, ids),
             _cache={},
             _calls={},
+            _read_ids=None,
             _split={},
             _arrows={},
         )

@@ -317,17 +317,13 @@ class AugmentedLineage:
         found: dict[CallKey, dict[str, list[dict[str, Any]]]] = {call: {} for call in self.reads}
         for table in sorted({t for tables in self.reads.values() for t in tables}):
             calls = [call for call, tables in self.reads.items() if table in tables]
-            first = self.reads[calls[0]][table]
-            key = list(self.keys.get(table) or [c for c in first.column_names if c != ROW_ID])
-            every = pa.concat_tables(
-                [
-                    self.reads[call][table].select(key).append_column(
-                        _CALL, pa.array(np.full(self.reads[call][table].num_rows, k, np.int64))
-                    )
-                    for k, call in enumerate(calls)
-                ],
-                promote_options="default",
-            )
+            rows = [self.reads[call][table] for call in calls]
+            key = list(self.keys.get(table) or [c for c in rows[0].column_names if c != ROW_ID])
+            labelled = [
+                r.select(key).append_column(_CALL, pa.array(np.full(r.num_rows, k, np.int64)))
+                for k, r in enumerate(rows)
+            ]
+            every = pa.concat_tables(labelled, promote_options="default")
             mine = unique_rows(every)  # each id once per call
             ids = _Ids.of([every.select(key)])
             if ids is None:  # not joinable: each call's rows made dicts apart

@@ -14,7 +14,10 @@ as columns of the segment's output; otherwise (see :meth:`Capturer._separate`), 
 difference, a separate ``lineage-<id>`` table of (``__lid``, tags) is written.
 
 A difference T1 − T2 keeps its left rows' tags (data lineage); its dependence on all of T2
-(control lineage, forward paper §3.4) is recorded by the index builder, not per row.
+(control lineage, forward paper §3.4) is recorded by the index builder, not per row. An outer
+join is captured as one join (:meth:`Capturer._outer`): each output row with the tags of the
+rows it joined, and whether it was matched; its padded rows' check, T₁ ⋉ T₂, is the lineage
+of its matched rows, which the index builder records once, as a difference's right input.
 
 An aggregation, a semi-join or a difference (:func:`derivable`) carries no tags where the
 index builder can derive its lineage in process after the task, from the source snapshots and
@@ -58,6 +61,8 @@ from segmenter.operators import (
 from segmenter.segments import Segment
 
 LID = "__lid"
+MATCHED = "__matched"  # an outer join's row made of a row of each input (else a padded row)
+SIDE = f"{TAG_PREFIX}side"  # + 0 or 1: set on every row of that input of an outer join
 KEY_MARKER = "AL_KEY_RECORD_ERROR"  # brackets the raise_error message of a key unlike its record
 DIRECTIONS = ("backward", "forward")
 STORAGES = ("pairs", "provrc")  # Parquet (id, attributes) pairs; ProvRC-compressed relations
@@ -187,6 +192,8 @@ def derivable(seg: Segment) -> bool:
     second pass over the body for a semi-join, a scan aggregation or a difference."""
     if seg.is_d:
         return True
+    if seg.kind == "outer":  # a padded row's NULL tags, and its check: captured in the task
+        return False
     semi = any(isinstance(op, Join) and op.semi for op in seg.operators)
     return (bool(seg.aggregations) or semi) and not any(isinstance(op, Union) for op in seg.operators)
 
@@ -325,6 +332,8 @@ class Capturer:
             return self._derived(seg, inputs)
         if seg.is_d:
             return self._difference(seg, inputs)
+        if seg.kind == "outer":
+            return self._outer(seg, inputs)
         joins = [op for op in seg.operators if isinstance(op, Join)]
         windowed = any(isinstance(op, Window) for op in seg.operators)  # its tagged rows: frame pairs
         if windowed or any(j.semi for j in joins) or (seg.aggregations and not joins):
@@ -394,12 +403,34 @@ class Capturer:
         )
         return SegmentCapture(self._output(seg, inputs), lineage, tags)
 
-    def _lineage_table(self, seg: Segment, rows: DataFrame) -> tuple[DataFrame, dict[str, dict[str, Any]]]:
-        """(__lid, tags) rows to write, and how to read each tag. Where a tag is a source row's
-        and never NULL (the only input of a segment, every input of a :func:`derivable` body,
-        a difference's left one among them: no outer join or union puts NULLs there), its
-        attributes are written as flat columns: Spark then never builds the struct and Parquet
-        writes and reads them faster (TPC-H Q1 at SF 1: 6 M rows, 1.35 → 1.05 s to write)."""
+    def _outer(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
+        """T₁ ⟕ T₂ (⟖ ⟗, an existence join) as the one join the task runs: (__lid, tags,
+        ``MATCHED``) of every joined row of its tagged inputs, a padded row's other tags NULL.
+        Each input is marked (``SIDE``) before the join, so a matched row is told from a
+        padded one where an input carries no tag (a table not captured). Its rewrite would
+        run T₁ two or three times and store T₁ ▷ T₂ as a segment of its own."""
+        join = seg.top
+        compiler = self._compiler(inputs, tagged=True)
+        sides = {
+            id(side): compiler.compile(side).withColumn(f"{SIDE}{k}", F.lit(True))
+            for k, side in enumerate(join.children)
+        }
+        body = self._compiler(sides, tagged=True).compile(join)
+        matched = F.expr(f"{ident(SIDE + '0')} IS NOT NULL AND {ident(SIDE + '1')} IS NOT NULL")
+        tags = [t for t in tags_of(body) if not t.startswith(SIDE)]
+        rows = body.select(lid_of(lid_columns(seg)).alias(LID), *map(ref, tags), matched.alias(MATCHED))
+        lineage, infos = self._lineage_table(seg, rows, kept=(MATCHED,))
+        return SegmentCapture(self._output(seg, inputs), lineage, infos)
+
+    def _lineage_table(
+        self, seg: Segment, rows: DataFrame, kept: Sequence[str] = ()
+    ) -> tuple[DataFrame, dict[str, dict[str, Any]]]:
+        """(__lid, tags, ``kept`` columns) rows to write, and how to read each tag. Where a tag
+        is a source row's and never NULL (the only input of a segment, every input of a
+        :func:`derivable` body, a difference's left one among them: no outer join or union
+        puts NULLs there), its attributes are written as flat columns: Spark then never builds
+        the struct and Parquet writes and reads them faster (TPC-H Q1 at SF 1: 6 M rows,
+        1.35 → 1.05 s to write)."""
         flat = len(seg.leaves) == 1 or derivable(seg)
         columns: list[Column] = [ref(LID)]
         tags: dict[str, dict[str, Any]] = {}
@@ -416,7 +447,7 @@ class Capturer:
             else:
                 columns += [F.expr(f"{ident(tag)}.{ident(a)}").alias(c) for c, a in fields]
             tags[tag] = {"leaf": info["leaf"], "array": False, "fields": fields}
-        return rows.select(*columns), tags
+        return rows.select(*columns, *map(ref, kept)), tags
 
 
 def _aggregate_carrying(df: DataFrame, agg: Aggregation, tags: list[str], collected: bool) -> DataFrame:

@@ -257,6 +257,7 @@ def _capture_segments(
         segments[str(seg.id)] = meta
     captured = {
         "capture": capture.to_dict(),
+        "outer_joins": "native",  # captured as one join each (a run before: their rewrite)
         "plan": {t: list(a) for t, a in plan.items()},
         "segments": segments,
     }

@@ -11,7 +11,8 @@ written as Parquet with small row groups, so a lookup reads one row group. A dif
 T1 − T2 on the way adds control lineage (forward paper §3.4, the paper's D-segment rule):
 every output row that passes through its left input depends on all of T2. Rather than repeat
 T2's lineage for every such row, ``eager/ctl`` holds (__lid, d) pairs and
-``eager/control-<d>/<name>/`` the lineage of all of T2, once. With the reasoning lineage,
+``eager/control-<d>/<name>/`` the lineage of all of T2, once; an outer join's padded rows
+refer the same way to its check, T₁ ⋉ T₂, the lineage of its matched rows. With the reasoning lineage,
 ``eager/reads-<segment>/`` pairs each model call (its segment row's __lid) with the source
 rows it read (``__table`` names each row's table; ``__d``, a difference whose right input's
 rows, ``eager/control-<d>``, it also depends on), so an answer names them per call. A table
@@ -27,7 +28,7 @@ from functools import partial
 from typing import Any
 
 from materialization import duck
-from materialization.capture import LID, Capture, one_pair_per_row, traced_leaves
+from materialization.capture import LID, MATCHED, Capture, one_pair_per_row, traced_leaves
 from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
 from materialization.index_frames import REF, Frames
 from materialization.provrc.paths import Step, encode_paths
@@ -110,6 +111,11 @@ class IndexBuilder:
         if seg.is_d:
             ctl.append(f.with_value(self.out_lids(seg), "d", seg.id))
             self._controls[seg.id] = self.control(seg)
+        if seg.kind == "outer":
+            lineage = self._read(self.segments[str(seg.id)]["lineage"])
+            matched, padded = (f.lids(f.where_equal(lineage, MATCHED, m)) for m in (True, False))
+            self._controls[seg.id] = self._check(seg, parts, ctl, matched)
+            ctl.append(f.with_value(padded, "d", seg.id))
         found = ({name: f.union(rels) for name, rels in parts.items()}, f.union(ctl) if ctl else None)
         self._composed[seg.id] = found
         return found
@@ -119,7 +125,8 @@ class IndexBuilder:
         the same pairs, the segment ids of ``seg``'s subtree in them."""
         f = self.f
         parts, ctl = self.compose(first)
-        ids = {a.id: b.id for a, b in zip(first.post_order(), seg.post_order(), strict=True)}
+        pairs = list(zip(first.post_order(), seg.post_order(), strict=True))
+        ids = {a.id: b.id for a, b in pairs} | {a.check_id: b.check_id for a, b in pairs if a.kind == "outer"}
         for d in [d for d in ids if d in self._controls]:
             self._controls[ids[d]] = {n: f.renumbered(rel, SEG, ids) for n, rel in self._controls[d].items()}
         kept = {name: f.keep(rel) for name, rel in parts.items()}
@@ -179,6 +186,27 @@ class IndexBuilder:
         found = {name: [f.drop(f.semi(rel, lids), LID)] for name, rel in below.items()}
         if below_ctl is not None:
             for d in f.values(f.semi(below_ctl, lids), "d"):
+                for name, rel in self._controls[d].items():
+                    found.setdefault(name, []).append(rel)
+        return {name: f.union(rels) for name, rels in found.items()}
+
+    def _check(
+        self, seg: Segment, parts: dict[str, list[Any]], ctl: list[Any], matched: Any
+    ) -> dict[str, Any]:
+        """Lineage of an outer join's check, T₁ ⋉ T₂ (either side's for ⟗): its matched rows'
+        lineage (``parts`` and the control references ``ctl`` of the rows it joined,
+        restricted to the ``matched`` ids), what each padded row depends on; its source rows
+        read under the join's :attr:`Segment.check_id`, as the lazy backend reads them."""
+        f = self.f
+        found = {
+            name: [f.drop(f.semi(f.union(rels), matched), LID)] for name, rels in parts.items()
+        }
+        found = {
+            name: [f.with_value(rels[0], SEG, seg.check_id)] if name.startswith("src-") else rels
+            for name, rels in found.items()
+        }
+        if ctl:
+            for d in f.values(f.semi(f.union(ctl), matched), "d"):
                 for name, rel in self._controls[d].items():
                     found.setdefault(name, []).append(rel)
         return {name: f.union(rels) for name, rels in found.items()}

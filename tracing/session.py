@@ -377,18 +377,20 @@ class LineageSession:
         check = Check(self.store.catalog.fs, budget=budget())
         check_run(self.store.catalog, record, check)
         check.raise_any(f"run {run_id} is damaged")
-        root = segments_for(task.root, record.get("backend", "lazy"))
+        native = "capture" not in record or record["capture"].get("outer_joins") == "native"
+        root = segments_for(task.root, record.get("backend", "lazy"), native)
         return Run(self, record, task, root, changed_weights(record.get("models", {})))
 
     def runs(self) -> list[str]:
         return self.store.run_ids()
 
 
-def segments_for(root: Node, backend: str) -> Segment:
-    """The segments a run of ``backend`` runs and answers from: the lazy engines evaluate
-    and trace an outer join in one step; the backends that capture lineage while the task
-    runs (indexes, ranges, formulas) run its rewrite into the seven operators."""
-    return segment(root if backend == "lazy" else rewritten(root))
+def segments_for(root: Node, backend: str, native: bool = True) -> Segment:
+    """The segments a run of ``backend`` runs and answers from: an outer join is one
+    operator, evaluated, traced and captured in one step, except for the confidence
+    backend, whose formulas are built for the seven operators, and an eager or compressed
+    run captured before that (not ``native``): they run its rewrite."""
+    return segment(rewritten(root) if backend == "confidence" or not native else root)
 
 
 class Run:

@@ -50,6 +50,7 @@ from segmenter.operators import (
     Function,
     Join,
     Node,
+    OuterJoin,
     Projection,
     Selection,
     Source,
@@ -408,17 +409,29 @@ class Capturer:
         ``MATCHED``) of every joined row of its tagged inputs, a padded row's other tags NULL.
         Each input is marked (``SIDE``) before the join, so a matched row is told from a
         padded one where an input carries no tag (a table not captured). Its rewrite would
-        run T₁ two or three times and store T₁ ▷ T₂ as a segment of its own."""
+        run T₁ two or three times and store T₁ ▷ T₂ as a segment of its own.
+        Where each joined row is an output row (⟕ ⟖ ⟗ over inputs whose tagged rows are
+        their rows: no window's frame pairs, no semi-join's matches), the join runs once, its
+        output written with the tags (the reconcile job's full outer join of 1 M orders:
+        8.1-8.9 s in one pass, 6.0 + 3.4 s writing the lineage and the output apart; single
+        runs on a loaded machine)."""
         join = seg.top
+        assert isinstance(join, OuterJoin)
         compiler = self._compiler(inputs, tagged=True)
+        markers = [f"{SIDE}{k}" for k in range(2)]
         sides = {
-            id(side): compiler.compile(side).withColumn(f"{SIDE}{k}", F.lit(True))
-            for k, side in enumerate(join.children)
+            id(side): compiler.compile(side).withColumn(marker, F.lit(True))
+            for side, marker in zip(join.children, markers, strict=True)
         }
         body = self._compiler(sides, tagged=True).compile(join)
-        matched = F.expr(f"{ident(SIDE + '0')} IS NOT NULL AND {ident(SIDE + '1')} IS NOT NULL")
-        tags = [t for t in tags_of(body) if not t.startswith(SIDE)]
-        rows = body.select(lid_of(lid_columns(seg)).alias(LID), *map(ref, tags), matched.alias(MATCHED))
+        matched = F.expr(" AND ".join(f"{ident(m)} IS NOT NULL" for m in markers)).alias(MATCHED)
+        tags = [t for t in tags_of(body) if t not in markers]
+        repeats = any(isinstance(op, Window) or (isinstance(op, Join) and op.semi) for op in seg.operators)
+        if join.flag is None and not repeats:
+            out = body.select(*[ref(c.id) for c in join.columns], *map(ref, tags), matched)
+            infos = {t: self._info(seg, t, False) for t in tags}
+            return SegmentCapture(out.withColumn(LID, lid_of(lid_columns(seg))), None, infos)
+        rows = body.select(lid_of(lid_columns(seg)).alias(LID), *map(ref, tags), matched)
         lineage, infos = self._lineage_table(seg, rows, kept=(MATCHED,))
         return SegmentCapture(self._output(seg, inputs), lineage, infos)
 

@@ -112,7 +112,8 @@ class IndexBuilder:
             ctl.append(f.with_value(self.out_lids(seg), "d", seg.id))
             self._controls[seg.id] = self.control(seg)
         if seg.kind == "outer":
-            lineage = self._read(self.segments[str(seg.id)]["lineage"])
+            meta = self.segments[str(seg.id)]
+            lineage = self._read(meta["lineage"] or meta["output"])
             matched, padded = (f.lids(f.where_equal(lineage, MATCHED, m)) for m in (True, False))
             self._controls[seg.id] = self._check(seg, parts, ctl, matched)
             ctl.append(f.with_value(padded, "d", seg.id))
@@ -198,13 +199,10 @@ class IndexBuilder:
         restricted to the ``matched`` ids), what each padded row depends on; its source rows
         read under the join's :attr:`Segment.check_id`, as the lazy backend reads them."""
         f = self.f
-        found = {
-            name: [f.drop(f.semi(f.union(rels), matched), LID)] for name, rels in parts.items()
-        }
-        found = {
-            name: [f.with_value(rels[0], SEG, seg.check_id)] if name.startswith("src-") else rels
-            for name, rels in found.items()
-        }
+        found: dict[str, list[Any]] = {}
+        for name, rels in parts.items():
+            rows = f.drop(f.semi(f.union(rels), matched), LID)
+            found[name] = [f.with_value(rows, SEG, seg.check_id) if name.startswith("src-") else rows]
         if ctl:
             for d in f.values(f.semi(f.union(ctl), matched), "d"):
                 for name, rel in self._controls[d].items():

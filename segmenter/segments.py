@@ -75,17 +75,14 @@ class Segment:
         return found
 
     def entries(self) -> dict[str, list[int]]:
-        """Per source table, the segments that read it as an input, and the check of each
-        outer join above them (:attr:`check_id`: its rows are read both ways). A table read
-        by two needs its rows' segment recorded; one read by one is placed by the plan."""
+        """Per source table, the segments that read it as an input (a table read by two
+        needs its rows' segment recorded; one read by one is placed by the plan, and by the
+        outer join's check whose control lineage holds them)."""
         found: dict[str, list[int]] = {}
         for seg in self.walk():
             for leaf in seg.leaves:
                 if isinstance(leaf, Source) and seg.id not in found.get(leaf.table, []):
                     found.setdefault(leaf.table, []).append(seg.id)
-        for outer in (s for s in self.walk() if s.kind == "outer"):
-            for table in {leaf.table for s in outer.walk() for leaf in s.leaves if isinstance(leaf, Source)}:
-                found[table].append(outer.check_id)
         return found
 
     def post_order(self) -> list[Segment]:

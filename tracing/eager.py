@@ -219,12 +219,17 @@ class EagerIndex:
         data = {name: tables[0] for name, tables in pairs.items()}  # before control lineage joins
         controls = self._controls_of(keys)
         checked: set[str] = set()  # the indexes control lineage adds rows to
+        checks: dict[str, list[tuple[pa.Table, int]]] = {}  # rows of an outer join's check, its label
         for d, serves in controls.items():
+            seg = self._segment(d)
             for name in self.meta["controls"][str(d)]:
                 started = time.perf_counter()
                 found = self._control_rows(d, name)
                 checked.add(name)
-                pairs.setdefault(name, []).append(for_each(found, LID, serves) if numbered else found)
+                rows = for_each(found, LID, serves) if numbered else found
+                pairs.setdefault(name, []).append(rows)
+                if seg.kind == "outer":
+                    checks.setdefault(name, []).append((rows, seg.check_id))
                 stats.append(
                     self._stat(f"control lineage of segment {d}: {name}", started, 1, name, found.num_rows)
                 )
@@ -258,7 +263,7 @@ class EagerIndex:
                     )
                 )
         if by_row is not None:
-            by_row.via.update(self._via(keys, controls, by_row))
+            by_row.via.update(self._via(keys, controls, by_row, pairs, checks))
         contributing = None
         if by_row is None:  # many rows at once: the rows the data lineage reaches, apart
             contributing = {
@@ -368,9 +373,18 @@ class EagerIndex:
             self._controls_read[(d, name)] = self.reader.scan(self._uri(info["dir"]))
         return self._controls_read[(d, name)]
 
-    def _via(self, lids: pa.Table, controls: dict[int, list[int]], by_row: ByRow) -> dict[str, pa.Table]:
+    def _via(
+        self,
+        lids: pa.Table,
+        controls: dict[int, list[int]],
+        by_row: ByRow,
+        pairs: dict[str, list[pa.Table]],
+        checks: dict[str, list[tuple[pa.Table, int]]],
+    ) -> dict[str, pa.Table]:
         """Each table's rows of the per-row answer with the segment each entered by: the one
-        segment that reads the table, or (two read it) what the run's via index says."""
+        segment that reads the table (an outer join's check, for the rows its control lineage
+        gave: ``checks``, among the ``pairs`` found), or (two read it) what the run's via
+        index says."""
         entries = self.root.entries()
         index = self.meta.get("via")
         stored: pa.Table | None = None
@@ -378,6 +392,10 @@ class EagerIndex:
         for table, rows in by_row.source.items():
             attrs = self.attrs(table)
             segs = entries[table]
+            name = index_name("src", table)
+            if len(segs) == 1 and name in checks:
+                found[table] = _placed(pairs[name], checks[name], segs[0], attrs, by_row.targets)
+                continue
             if len(segs) == 1:
                 found[table] = entered_by(rows.select([*attrs, ROW_ID]), segs[0])  # type: ignore[union-attr]
                 continue
@@ -385,7 +403,6 @@ class EagerIndex:
                 continue  # a run captured before answers gave rows' paths
             if stored is None:
                 stored = self._via_pairs(self._uri(index["dir"]), lids, controls)
-            name = index_name("src", table)
             columns, names = zip(*index["tables"][name], strict=True)
             mine = stored.filter(pc.equal(stored.column(TABLE), name)).select([LID, SEG, *columns])
             mine = mine.rename_columns([LID, SEGMENT, *names])
@@ -615,6 +632,24 @@ def _call_columns(fn: Function, reason: bool = True) -> list[tuple[str, str]]:
         (fn.value.id, fn.value.name),
         *([(fn.reason.id, fn.reason.name)] if reason else []),
     ]
+
+
+def _placed(
+    found: list[pa.Table],
+    checks: list[tuple[pa.Table, int]],
+    reader: int,
+    attrs: list[str],
+    targets: pa.Table,
+) -> pa.Table:
+    """A table's rows (``attrs``) per target (``ROW_ID``) with the segment each entered by,
+    from the narrow pairs (``LID``, ``attrs``) the answer ``found``: ``reader``, the one
+    segment that reads the table, or the label of the outer join's check whose control
+    lineage gave them (``checks``); no via index needed."""
+    labelled = [*checks, *((rows, reader) for rows in found if all(rows is not c for c, _ in checks))]
+    parts = [for_each(rows.select([LID, *attrs]), SEGMENT, [label]) for rows, label in labelled]
+    united = pa.concat_tables(parts, promote_options="permissive")
+    owned = united.join(targets.select([LID, ROW_ID]), LID).drop_columns([LID])
+    return owned.group_by(owned.column_names).aggregate([])
 
 
 def _distinct(pairs: pa.Table) -> pa.Table:

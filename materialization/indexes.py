@@ -185,8 +185,14 @@ class IndexBuilder:
         below, below_ctl = self.compose(child)
         lids = self.out_lids(child)
         found = {name: [f.drop(f.semi(rel, lids), LID)] for name, rel in below.items()}
-        if below_ctl is not None:
-            for d in f.values(f.semi(below_ctl, lids), "d"):
+        return self._with_controls(found, below_ctl, lids)
+
+    def _with_controls(self, found: dict[str, list[Any]], ctl: Any | None, lids: Any) -> dict[str, Any]:
+        """``found``'s relations per index name, united with the control lineage of every
+        difference or outer join that the rows ``lids`` refer to (their references ``ctl``)."""
+        f = self.f
+        if ctl is not None:
+            for d in f.values(f.semi(ctl, lids), "d"):
                 for name, rel in self._controls[d].items():
                     found.setdefault(name, []).append(rel)
         return {name: f.union(rels) for name, rels in found.items()}
@@ -203,11 +209,7 @@ class IndexBuilder:
         for name, rels in parts.items():
             rows = f.drop(f.semi(f.union(rels), matched), LID)
             found[name] = [f.with_value(rows, SEG, seg.check_id) if name.startswith("src-") else rows]
-        if ctl:
-            for d in f.values(f.semi(f.union(ctl), matched), "d"):
-                for name, rel in self._controls[d].items():
-                    found.setdefault(name, []).append(rel)
-        return {name: f.union(rels) for name, rels in found.items()}
+        return self._with_controls(found, f.union(ctl) if ctl else None, matched)
 
     def build(self) -> dict[str, Any]:
         """Write the indexes; returns what was written (names, attributes, bytes)."""

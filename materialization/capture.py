@@ -30,8 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlglot
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from sqlglot import exp
 
 from materialization.compile import (
     TAG_PREFIX,
@@ -47,6 +49,8 @@ from materialization.compile import (
 from segmenter.errors import LineageError
 from segmenter.operators import (
     Aggregation,
+    Expand,
+    Expr,
     Function,
     Join,
     Node,
@@ -167,16 +171,72 @@ def lid_of(col_ids: Sequence[str]) -> Column:
     return F.expr(f"xxhash64({', '.join(['0', *cols, *(f'{c} IS NULL' for c in cols)])})")
 
 
-def one_pair_per_row(seg: Segment, plan: Mapping[str, Sequence[str]]) -> bool:
-    """Whether ``seg`` captures each row of its one input once: a source table captured at
-    its key (unique: checked when it was registered) under operators that never repeat a
-    row (σ π φ α). Its pairs are then distinct as captured, and need no deduplication (TPC-H
-    Q1 at SF 1: 6 M pairs, whose DISTINCT was 0.6 of the index build's 1.1 s)."""
-    if seg.is_d or len(seg.leaves) != 1 or not isinstance(seg.leaves[0], Source):
-        return False
-    leaf = seg.leaves[0]
-    kept = (Selection, Projection, Function, Aggregation)
-    return at_key(leaf, plan.get(leaf.table, ())) and all(isinstance(op, kept) for op in seg.operators)
+def distinct_as_captured(seg: Segment, plan: Mapping[str, Sequence[str]]) -> frozenset[str]:
+    """The source tables whose (__lid, key) pairs ``seg`` captures each once, so that their
+    index needs no DISTINCT (TPC-H Q1 at SF 1: 6 M pairs, whose DISTINCT was 0.6 of the index
+    build's 1.1 s; a ROLLUP over orders ⋈ customers at 1 M orders: 3 M pairs, 0.4 s of 0.7):
+    a table read once, captured at its key (unique: checked when it was registered), under
+    operators that never repeat a row (σ π φ α ⋈, and ε whose sets α tells apart by their
+    grouping id), where every other input is joined on its whole key to columns of inputs
+    so determined: a row of the table then meets at most one row of each. Above one child
+    segment, under σ and π alone, the pairs are the child's composed (distinct) pairs, each
+    row with the one segment that read its table."""
+    leaves = seg.leaves
+    if seg.is_d:
+        return frozenset()
+    child = seg.child_for(leaves[0]) if len(leaves) == 1 else None
+    if child is not None and all(isinstance(op, (Selection, Projection)) for op in seg.operators):
+        return frozenset(t for t, readers in seg.entries().items() if len(readers) == 1)
+    if not all(isinstance(leaf, Source) for leaf in leaves):
+        return frozenset()
+    kept = (Selection, Projection, Function, Aggregation, Join, Expand)
+    if not all(isinstance(op, kept) and not getattr(op, "semi", False) for op in seg.operators):
+        return frozenset()
+    aggregations = [op for op in seg.operators if isinstance(op, Aggregation)]
+    grouped_by = {r for op in aggregations for _, e in op.keys for r in e.refs}
+    expands = [op for op in seg.operators if isinstance(op, Expand)]
+    set_ids = {c.id for op in expands for c in op.outputs if c.name == GROUPING_ID}
+    if aggregations and not set_ids <= grouped_by:
+        return frozenset()
+    equal: dict[str, set[str]] = {}
+    for op in seg.operators:
+        for a, b in (_equated(e) for e in op.condition) if isinstance(op, Join) else ():
+            if a is not None and b is not None:
+                equal.setdefault(a, set()).add(b)
+                equal.setdefault(b, set()).add(a)
+    owner = {c.id: j for j, leaf in enumerate(leaves) for c in leaf.columns}
+    tables = [leaf.table for leaf in leaves]  # type: ignore[attr-defined]
+    found = set()
+    for i, leaf in enumerate(leaves):
+        assert isinstance(leaf, Source)
+        if tables.count(leaf.table) > 1 or not at_key(leaf, plan.get(leaf.table, ())):
+            continue
+        determined, grew = {i}, True
+        while grew:
+            grew = False
+            for j, other in enumerate(leaves):
+                assert isinstance(other, Source)
+                on_key = all(any(owner.get(b) in determined for b in equal.get(k, ())) for k in other.key)
+                if j not in determined and other.key and on_key:
+                    determined.add(j)
+                    grew = True
+        if len(determined) == len(leaves):
+            found.add(leaf.table)
+    return frozenset(found)
+
+
+GROUPING_ID = "spark_grouping_id"  # ε's number of each row's grouping set
+
+
+def _equated(expr: Expr) -> tuple[str | None, str | None]:
+    """The two column ids of an equality ``a = b`` between columns; else (None, None)."""
+    found = sqlglot.parse_one(expr.sql, read="spark")
+    while isinstance(found, exp.Paren):
+        found = found.this
+    sides = (found.this, found.expression) if isinstance(found, exp.EQ) else ()
+    if sides and all(isinstance(side, exp.Column) for side in sides):
+        return sides[0].name, sides[1].name
+    return None, None
 
 
 def at_key(source: Source, attrs: Sequence[str]) -> bool:

@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 from materialization import duck
-from materialization.capture import LID, MATCHED, Capture, one_pair_per_row, traced_leaves
+from materialization.capture import LID, MATCHED, Capture, distinct_as_captured, traced_leaves
 from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
 from materialization.index_frames import REF, Frames
 from materialization.provrc.paths import Step, encode_paths
@@ -230,10 +230,10 @@ class IndexBuilder:
         pairs = {name: f.drop(rel, SEG) for name, rel in tagged.items()}
         storage = self.capture.storage or ("pairs",)
         jobs: dict[str, Callable[[], dict[str, Any]]] = {}
-        distinct = one_pair_per_row(self.root, self.plan)
+        distinct = {index_name("src", t) for t in distinct_as_captured(self.root, self.plan)}
         for name, rel in pairs.items():
             if "pairs" in storage:
-                jobs[f"index {name}"] = partial(self._write_both, rel, name, distinct)
+                jobs[f"index {name}"] = partial(self._write_both, rel, name, name in distinct)
         if ctl is not None:
             jobs["ctl"] = partial(self._write, f.semi(ctl, root_lids), "eager/ctl", [LID])
         reads = self._reads() if "backward" in self.capture.directions else {}

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from cda_workload.workloads.loan_example import loan_task
 from materialization import duck
-from materialization.capture import LID, Capture, CaptureError, packing
+from materialization.capture import LID, Capture, CaptureError, distinct_as_captured, packing
 from materialization.index_frames import REF, SPILL_PREFIX, DuckFrames, SparkFrames, spill_folder
 from materialization.integrity import IntegrityError, verify
 from materialization.locations import local_path
@@ -77,6 +77,12 @@ def quantity_by_priority_and_flag(als: LineageSession) -> DataFrame:
     orders, lineitem = als.table("orders"), als.table("lineitem")
     joined = orders.join(lineitem, F.col("o_orderkey") == F.col("l_orderkey"))
     return joined.groupBy("o_orderpriority", "l_returnflag").agg(F.sum("l_quantity").alias("qty"))
+
+
+def quantity_rollup_by_priority_and_flag(als: LineageSession) -> DataFrame:
+    """ε and α over orders ⋈ lineitem: each line item in its three grouping sets' rows."""
+    joined = als.table("orders").join(als.table("lineitem"), F.col("o_orderkey") == F.col("l_orderkey"))
+    return joined.rollup("o_orderpriority", "l_returnflag").agg(F.sum("l_quantity").alias("qty"))
 
 
 def orders_without_returns(als: LineageSession, flag: str = "R") -> DataFrame:
@@ -155,6 +161,7 @@ RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
         {"capture": Capture(granularity={"lineitem": ("l_suppkey",)})},
     ),
     "each_order_twice": (each_order_twice, {}),
+    "rollup_of_join": (quantity_rollup_by_priority_and_flag, {}),
     "by_lower_flag": (quantity_by_lower_flag, {}),
     "gadgets": (gadgets_per_kind, {}),
     "gadgets_derived": (gadgets_per_kind, {}),
@@ -554,8 +561,8 @@ def test_scan_indexes_hold_each_pair_once(runs: Runs) -> None:
     distinct wherever they are not so by construction: at a coarser granularity, and where
     γ repeats a row."""
 
-    def pairs(name: str) -> list[tuple]:
-        folder = Path(local_path(runs[name].dir) or "") / "eager" / "backward" / "src-lineitem"
+    def pairs(name: str, table: str = "lineitem") -> list[tuple]:
+        folder = Path(local_path(runs[name].dir) or "") / "eager" / "backward" / f"src-{table}"
         rows = pq.read_table(folder).to_pylist()
         return [tuple(r.values()) for r in rows]
 
@@ -574,6 +581,22 @@ def test_scan_indexes_hold_each_pair_once(runs: Runs) -> None:
     ):
         found = pairs(name)
         assert len(found) == len(set(found)) == expected, name
+    # over a join, the table whose every partner is joined on its key is written as captured
+    for name, as_captured in (
+        ("rollup_of_join", {"lineitem", "orders"}),  # π over ε-α: the child's composed pairs
+        ("q3", {"lineitem"}),
+        ("q3_per_supplier", set()),  # captured coarser than its key
+        ("orders_per_customer", {"lineitem"}),
+        ("shelves", set()),  # joined on kind, no key
+    ):
+        run = runs[name]
+        assert distinct_as_captured(run.root, run.record["capture"]["plan"]) == as_captured, name
+    orders = set(ORDERS.o_orderkey)
+    joined_lines = sum(1 for k in LINEITEM.l_orderkey if k in orders)
+    for table, expected in (("lineitem", 3 * joined_lines), ("orders", None)):
+        found = pairs("rollup_of_join", table)
+        assert len(found) == len(set(found)), table
+        assert expected is None or len(found) == expected, table
     by_flag, coarse = runs["by_flag"], runs["by_flag_per_supplier"]
     target = [r.asDict() for r in by_flag.output.collect() if r["l_returnflag"] == "R"]
     returned = by_flag.lineage(rows=target)

@@ -12,7 +12,9 @@ T1 − T2 on the way adds control lineage (forward paper §3.4, the paper's D-se
 every output row that passes through its left input depends on all of T2. Rather than repeat
 T2's lineage for every such row, ``eager/ctl`` holds (__lid, d) pairs and
 ``eager/control-<d>/<name>/`` the lineage of all of T2, once; an outer join's padded rows
-refer the same way to its check, T₁ ⋉ T₂, the lineage of its matched rows. With the reasoning lineage,
+refer the same way to its check, T₁ ⋉ T₂, the lineage of its matched rows, and the rows
+joined with a one-row segment (an uncorrelated scalar subquery) to all of its lineage,
+``eager/control-<segment>``, which an answer counts as contributing. With the reasoning lineage,
 ``eager/reads-<segment>/`` pairs each model call (its segment row's __lid) with the source
 rows it read (``__table`` names each row's table; ``__d``, a difference whose right input's
 rows, ``eager/control-<d>``, it also depends on), so an answer names them per call. A table
@@ -71,6 +73,7 @@ class IndexBuilder:
         self._composed: dict[int, tuple[dict[str, Any], Any | None]] = {}
         self._controls: dict[int, dict[str, Any]] = {}
         self._firsts = firsts  # each segment's first equal one (Segment.firsts)
+        self._by_id = {s.id: s for s in root.walk()}
 
     def _read(self, directory: str) -> Any:
         return self.f.read(f"{self.staging}/{directory}")
@@ -101,8 +104,12 @@ class IndexBuilder:
                 parts.setdefault(index_name("src", target.table), []).append(tagged)
                 continue
             below, below_ctl = self.compose(target)
-            for name, rel in below.items():
-                parts.setdefault(name, []).append(f.through(pairs, rel))
+            if target.one_row:  # each row joined with its row shares all its lineage: once
+                self._share(target, below)
+                ctl.append(f.with_value(f.select(pairs, [(LID, LID)]), "d", target.id))
+            else:
+                for name, rel in below.items():
+                    parts.setdefault(name, []).append(f.through(pairs, rel))
             if below_ctl is not None:
                 ctl.append(f.through(pairs, below_ctl))
         if seg.functions and self.capture.functions:
@@ -170,6 +177,17 @@ class IndexBuilder:
                 assert isinstance(leaf, Source)
                 yield leaf, pairs
 
+    def _share(self, seg: Segment, below: dict[str, Any]) -> None:
+        """The lineage of one-row segment ``seg`` (its composed pairs ``below``), written once
+        as ``control-<seg>`` and referred to from every row that joined its row, as a
+        difference's right input is: an uncorrelated scalar subquery's rows are every output
+        row's (TPC-DS q14a: 100 rows × 130 k line items; TPC-H Q11 at SF 1: 1,048 × 32 k).
+        Its own references (differences below it) stay with the rows that refer to it; an
+        answer counts these rows as contributing (the segment is not a difference)."""
+        if seg.id not in self._controls:
+            f, lids = self.f, self.out_lids(seg)
+            self._controls[seg.id] = {name: f.drop(f.semi(rel, lids), LID) for name, rel in below.items()}
+
     def control(self, seg: Segment) -> dict[str, Any]:
         """Lineage of ALL of a difference's right input: what every row of its output that
         passes the difference depends on (with the segment that read each row)."""
@@ -187,13 +205,19 @@ class IndexBuilder:
         found = {name: [f.drop(f.semi(rel, lids), LID)] for name, rel in below.items()}
         return self._with_controls(found, below_ctl, lids)
 
-    def _with_controls(self, found: dict[str, list[Any]], ctl: Any | None, lids: Any) -> dict[str, Any]:
-        """``found``'s relations per index name, united with the control lineage of every
-        difference or outer join that the rows ``lids`` refer to (their references ``ctl``)."""
+    def _with_controls(
+        self, found: dict[str, list[Any]], ctl: Any | None, lids: Any, check: int | None = None
+    ) -> dict[str, Any]:
+        """``found``'s relations per index name, united with the lineage stored once that the
+        rows ``lids`` refer to (their references ``ctl``: a difference's or outer join's
+        control lineage, a one-row segment's); a one-row segment's source rows labelled
+        ``check`` where given (an outer join's check reads them)."""
         f = self.f
         if ctl is not None:
             for d in f.values(f.semi(ctl, lids), "d"):
                 for name, rel in self._controls[d].items():
+                    if check is not None and self._by_id[d].one_row and name.startswith("src-"):
+                        rel = f.with_value(rel, SEG, check)
                     found.setdefault(name, []).append(rel)
         return {name: f.union(rels) for name, rels in found.items()}
 
@@ -209,7 +233,7 @@ class IndexBuilder:
         for name, rels in parts.items():
             rows = f.drop(f.semi(f.union(rels), matched), LID)
             found[name] = [f.with_value(rows, SEG, seg.check_id) if name.startswith("src-") else rows]
-        return self._with_controls(found, f.union(ctl) if ctl else None, matched)
+        return self._with_controls(found, f.union(ctl) if ctl else None, matched, seg.check_id)
 
     def build(self) -> dict[str, Any]:
         """Write the indexes; returns what was written (names, attributes, bytes)."""

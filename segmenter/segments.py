@@ -51,6 +51,19 @@ class Segment:
         return any(s.functions for s in self.walk())
 
     @property
+    def one_row(self) -> bool:
+        """At most one output row, whatever the data: a global aggregate (an uncorrelated
+        scalar subquery), with φ, σ or π above it. Every row joined with it shares its whole
+        lineage, which an eager capture therefore stores once (materialization/indexes.py)."""
+        if self.kind != "non-d":
+            return False
+        if self.aggregations:
+            return not self.aggregations[0].key_ids
+        child = self.child_for(self.leaves[0]) if len(self.leaves) == 1 else None
+        kept = (Function, Selection, Projection)
+        return child is not None and child.one_row and all(isinstance(op, kept) for op in self.operators)
+
+    @property
     def check_id(self) -> int:
         """The label of the rows an outer join's check reads (its matched rows, control for
         its padded rows), apart from its own id, which labels the rows its output rows were

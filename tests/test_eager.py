@@ -124,6 +124,15 @@ def each_order_twice(als: LineageSession) -> DataFrame:
     return als.table("lineitem").select("l_orderkey", F.explode(F.array(F.lit(1), F.lit(1))).alias("k"))
 
 
+def above_returned_average(als: LineageSession) -> DataFrame:
+    """An uncorrelated scalar subquery: every order priced above the average returned line
+    depends on all returned lines."""
+    return als.sql(
+        "SELECT o_orderkey FROM orders WHERE o_totalprice > "
+        "(SELECT avg(l_extendedprice) FROM lineitem WHERE l_returnflag = 'R')"
+    )
+
+
 def gadgets_per_kind(als: LineageSession) -> DataFrame:
     """⋈ and α over a table whose one-column key holds a NULL, and one whose key holds none."""
     joined = als.table("gadget").join(als.table("customer"), F.col("g_cust") == F.col("c_custkey"))
@@ -173,6 +182,7 @@ RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
     "difference_below_agg_tagged": (priorities_without_returns, {}),
     "difference_same_table": (air_orders_without_returns, {}),
     "empty_subtrahend": (lambda als: orders_without_returns(als, "X"), {}),
+    "above_returned_average": (above_returned_average, {}),
 }
 
 
@@ -605,6 +615,34 @@ def test_scan_indexes_hold_each_pair_once(runs: Runs) -> None:
     assert returned.source_rows("lineitem") == traced.source_rows("lineitem")
     per_supplier = coarse.lineage(rows=target).source_ids("lineitem")
     assert per_supplier == {(s,) for f, s in suppliers if f == "R"}
+
+
+def test_a_one_row_subquerys_lineage_is_written_once(runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row joined with a one-row segment (an uncorrelated scalar subquery) shares all
+    its lineage: the capture writes it once, not once per output row (TPC-DS q14a: 100 rows ×
+    130 k line items), and answers give it as contributing rows, as the lazy backend does."""
+    run = runs["above_returned_average"]
+    out = bag(run)
+    assert 1 < len(out) < len(ORDERS)
+    (scalar,) = [s for s in run.root.walk() if s.one_row]
+    meta = run.record["capture"]
+    assert "src-lineitem" not in meta["indexes"]  # no pair (order, line) at all
+    folder = Path(local_path(run.dir) or "") / meta["controls"][str(scalar.id)]["src-lineitem"]["dir"]
+    assert sorted(tuple(r.values()) for r in pq.read_table(folder).to_pylist()) == sorted(RETURNED)
+    (k,) = min(out)
+    lin = run.lineage(rows=[(k,)])
+    assert lin.source_ids("orders") == {(k,)} and lin.source_ids("lineitem") == RETURNED
+    assert {(r["l_orderkey"], r["l_linenumber"]) for r in lin.contributing_rows("lineitem")} == RETURNED
+    assert lin.control_rows("lineitem") == []
+    assert {tuple(p) for found in lin.paths("lineitem") for p in found["paths"]} == {lin.routes[scalar.id]}
+    assert Lineage.of(lin) == Lineage.of(run.lineage(rows=[(k,)], backend="lazy"))
+    for module in ("tracing.eager", "tracing.session"):  # one merged answer: the same split
+        monkeypatch.setattr(f"{module}.PER_ROW_MAX", 1)
+    merged = run.lineage()
+    assert {(r["l_orderkey"], r["l_linenumber"]) for r in merged.contributing_rows("lineitem")} == RETURNED
+    assert merged.control_rows("lineitem") == []
+    forward = run.forward(table="lineitem", ids=[min(RETURNED)])
+    assert answer(run, forward) == out and {d["dependence"] for d in forward.rows()} == {"contributing"}
 
 
 @pytest.mark.parametrize(

@@ -216,23 +216,25 @@ class EagerIndex:
             found = self.pairs.backward_pairs(name, keys) if numbered else self.pairs.backward(name, keys)
             pairs.setdefault(name, []).append(found)
             stats.append(self._stat(f"backward index {name}", started, len(lids), name, found.num_rows))
-        data = {name: tables[0] for name, tables in pairs.items()}  # before control lineage joins
+        data = {name: list(tables) for name, tables in pairs.items()}  # the contributing rows
         controls = self._controls_of(keys)
         checked: set[str] = set()  # the indexes control lineage adds rows to
         checks: dict[str, list[tuple[pa.Table, int]]] = {}  # rows of an outer join's check, its label
         for d, serves in controls.items():
             seg = self._segment(d)
+            what = "lineage of one-row segment" if seg.one_row else "control lineage of segment"
             for name in self.meta["controls"][str(d)]:
                 started = time.perf_counter()
                 found = self._control_rows(d, name)
-                checked.add(name)
                 rows = for_each(found, LID, serves) if numbered else found
                 pairs.setdefault(name, []).append(rows)
+                if seg.one_row:  # a scalar subquery's rows, stored once: contributing
+                    data.setdefault(name, []).append(rows)
+                else:
+                    checked.add(name)
                 if seg.kind == "outer":
                     checks.setdefault(name, []).append((rows, seg.check_id))
-                stats.append(
-                    self._stat(f"control lineage of segment {d}: {name}", started, 1, name, found.num_rows)
-                )
+                stats.append(self._stat(f"{what} {d}: {name}", started, 1, name, found.num_rows))
         source: dict[str, pa.Table | DataFrame] = {}
         reasoning: list[ReasoningRows] = []
         by_row = ByRow({}, [], self._numbered(targets)) if numbered else None
@@ -267,7 +269,7 @@ class EagerIndex:
         contributing = None
         if by_row is None:  # many rows at once: the rows the data lineage reaches, apart
             contributing = {
-                t: self._source_rows(t, _distinct(data[n] if n in data else pairs[n][0].slice(0, 0)))
+                t: self._source_rows(t, _distinct(pa.concat_tables(data.get(n) or [pairs[n][0].slice(0, 0)])))
                 for t in source
                 if (n := f"src-{t}") in checked
             } | {t: found for t, found in source.items() if f"src-{t}" not in checked}
@@ -447,8 +449,9 @@ class EagerIndex:
         return "; ".join(notes) or None
 
     def _controls_of(self, keys: pa.Table) -> dict[int, list[int]]:
-        """The differences whose subtrahend the output rows ``keys`` depend on, each with
-        the ids of the rows that do."""
+        """The lineage stored once that the output rows ``keys`` depend on (a difference's
+        subtrahend, an outer join's check, a one-row segment's rows), by the segment it
+        belongs to, each with the ids of the rows that do."""
         ctl = self.meta.get("ctl")
         if not ctl:
             return {}
@@ -596,8 +599,9 @@ class EagerIndex:
 
     def _forward_lids(self, name: str, keys: pa.Table) -> tuple[set[int], set[int]]:
         """Output rows whose lineage holds one of ``keys``: as contributing rows, through the
-        forward index (a table read only by the right side of differences has none), and as
-        control rows only, through control lineage."""
+        forward index (a table read only by the right side of differences has none) and a
+        one-row segment's rows stored once, and as control rows only, through control
+        lineage."""
         self._require("forward")
         used: set[int] = set()
         lids: set[int] = set()
@@ -611,7 +615,11 @@ class EagerIndex:
                 refs = self.reader.scan(
                     self._uri(self.meta["ctl"]["dir"]), [(LID, LID), ("d", "d")], f"d = {int(d)}"
                 )
-                lids |= set(refs.column(LID).to_pylist())
+                found = set(refs.column(LID).to_pylist())
+                if self._segment(int(d)).one_row:  # a scalar subquery's rows: contributing
+                    used |= found
+                else:
+                    lids |= found
         return used, lids - used
 
     def _answer(

@@ -14,6 +14,15 @@ its validation parameters) and, for each, one query at a time on local Spark:
    comparing the source lineage: the lazy tracing queries must name the rows the eager
    indexes captured.
 
+With ``--repeat N`` it also measures what the lineage costs (issue 48's table): after the
+checked pass, N rounds each run plain Spark, fm, eager (and compressed, with ``--compressed``)
+alternating, the medians giving each way's task time over plain Spark's warm one; each asked
+row's question is timed alone (``run.lineage(rows=[row])``, the answer's Arrow tables, no
+Python rows), with its contributing and control row counts; each run's store bytes; and the
+child's peak memory, the Python driver's and the JVM's (``VmHWM``), over all of its runs.
+
+    python -m cda_workload.benchmarks.tpch_coverage --sf 1 --queries all --sample 1 --repeat 3 --compressed
+
 Each query gets a status: ``traced`` (both outputs right, lazy == eager on every sampled row),
 ``disagrees`` (the tables whose lineage differs), ``refused`` (the engine's one-line
 ``LineageError``, the phase that raised it), or ``error`` (any other exception, or an output
@@ -35,7 +44,9 @@ import json
 import os
 import random
 import re
+import resource
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,6 +86,11 @@ class Outcome:
     task_s: dict[str, float] = field(default_factory=dict)  # fm, eager
     lineage_s: dict[str, float] = field(default_factory=dict)  # fm, eager: summed over the rows
     lineage_rows: list[dict[str, int]] = field(default_factory=list)  # per sampled row: table -> rows
+    rounds_s: dict[str, list[float]] = field(default_factory=dict)  # --repeat: way (plain too) -> seconds
+    question_s: dict[str, list[float]] = field(default_factory=dict)  # way -> each asked row's answer
+    parts: list[dict[str, list[int]]] = field(default_factory=list)  # per row: table -> [contrib., control]
+    store_bytes: dict[str, int] = field(default_factory=dict)  # way -> its run's folder
+    peak_mb: dict[str, float] = field(default_factory=dict)  # driver, jvm: the child's high-water marks
     engine: str = field(default_factory=engine_fingerprint)  # the engine's source this query ran on
 
 
@@ -168,28 +184,56 @@ def differences(lazy: SourceLineage, eager: SourceLineage) -> list[str]:
     return out
 
 
-def ask(run: Run, rows: list[dict[str, Any]]) -> SourceLineage:
-    return source_lineage(run.lineage(rows=rows))
+def ask(outcome: Outcome, way: str, run: Run, rows: list[dict[str, Any]]) -> SourceLineage:
+    """The rows' source lineage; the answer's own time (Arrow tables, before any Python row
+    is made for the comparison) kept in ``outcome.question_s``."""
+    started = time.perf_counter()
+    answer = run.lineage(rows=rows)
+    outcome.question_s.setdefault(way, []).append(time.perf_counter() - started)
+    if way == "eager":
+        outcome.parts.append({t: list(answer.part_counts(t)) for t in sorted(answer.source)})
+    return source_lineage(answer)
 
 
 def trace(outcome: Outcome, runs: dict[str, Run], names: list[str], chosen: list[tuple]) -> None:
-    """Asks each chosen row of both runs; ``Failed("disagrees")`` at the first row that differs."""
-    outcome.lineage_s = {"fm": 0.0, "eager": 0.0}
+    """Asks each chosen row of every run; ``Failed("disagrees")`` at the first row where a
+    run's answer differs from fm's."""
+    outcome.lineage_s = {way: 0.0 for way in runs}
     for row in chosen:
         given = [dict(zip(names, row))]
         found: dict[str, SourceLineage] = {}
         for way, run in runs.items():
-            seconds, found[way] = step(f"lineage ({way})", partial(ask, run, given))
+            seconds, found[way] = step(f"lineage ({way})", partial(ask, outcome, way, run, given))
             outcome.lineage_s[way] += seconds
         outcome.sampled += 1
         outcome.lineage_rows.append({t: sum(c.values()) for t, c in sorted(found["fm"].items())})
-        diff = differences(found["fm"], found["eager"])
-        if diff:
-            raise Failed("disagrees", "lineage", f"row {given[0]}: " + "; ".join(diff))
+        for way in [w for w in runs if w != "fm"]:
+            diff = differences(found["fm"], found[way])
+            if diff:
+                raise Failed("disagrees", "lineage", f"{way}, row {given[0]}: " + "; ".join(diff))
+
+
+WAYS = {"fm": {"strategy": "fm"}, "eager": {"backend": "eager"}, "compressed": {"backend": "compressed"}}
+
+
+def rounds(als: LineageSession, outcome: Outcome, sql: str, ways: list[str], repeat: int, log: Log) -> None:
+    """``repeat`` rounds of plain Spark and each way, alternating (a round's ratios share its
+    load), each run's folder deleted after it."""
+    for k in range(repeat):
+        seconds, _ = step("spark", lambda: als.sql(sql).collect())
+        outcome.rounds_s.setdefault("plain", []).append(seconds)
+        for way in ways:
+            seconds, run = step(way, partial(als.run, als.sql(sql), **WAYS[way]))
+            outcome.rounds_s.setdefault(way, []).append(seconds)
+            als.store.delete(run.dir)
+        log(f"{outcome.query}: round {k + 1} of {repeat}: " + ", ".join(
+            f"{w} {outcome.rounds_s[w][-1]:.1f} s" for w in ["plain", *ways]
+        ))
 
 
 def measure(
-    als: LineageSession, name: str, sql: str, sample: int, seed: int, keep: bool, log: Log
+    als: LineageSession, name: str, sql: str, sample: int, seed: int, keep: bool, log: Log,
+    ways: tuple[str, ...] = ("fm", "eager"), repeat: int = 0,
 ) -> Outcome:
     """One query through every step; the first failure ends it with its status."""
     outcome = Outcome(name)
@@ -199,16 +243,21 @@ def measure(
         expected = multiset(answer)
         outcome.output_rows = len(answer)
         log(f"{name}: Spark gives {len(answer)} row(s) in {outcome.spark_s:.1f} s; running fm")
-        outcome.task_s["fm"], runs["fm"] = step("fm", lambda: als.run(als.sql(sql), strategy="fm"))
-        rows = compare_output("fm", runs["fm"], expected)
-        log(f"{name}: fm run {outcome.task_s['fm']:.1f} s; running eager")
-        outcome.task_s["eager"], runs["eager"] = step("eager", lambda: als.run(als.sql(sql), backend="eager"))
-        compare_output("eager", runs["eager"], expected)
+        rows: list[tuple] = []
+        for way, then in zip(ways, [*ways[1:], None]):
+            outcome.task_s[way], runs[way] = step(way, partial(als.run, als.sql(sql), **WAYS[way]))
+            rows = compare_output(way, runs[way], expected)
+            outcome.store_bytes[way] = als.store.size(runs[way].dir)
+            if then is not None:
+                log(f"{name}: {way} run {outcome.task_s[way]:.1f} s; running {then}")
         chosen = random.Random(f"{seed}:{name}").sample(rows, min(sample, len(rows)))
-        log(f"{name}: eager run {outcome.task_s['eager']:.1f} s; asking {len(chosen)} row(s) of both")
+        log(f"{name}: {ways[-1]} run {outcome.task_s[ways[-1]]:.1f} s; asking {len(chosen)} row(s) of each")
         trace(outcome, runs, runs["fm"].output.columns, chosen)
         if not rows:
             outcome.detail = "no output row: outputs checked, no lineage asked"
+        if repeat:
+            log(f"{name}: answers agree; timing {repeat} round(s)")
+            rounds(als, outcome, sql, list(ways), repeat, log)
     except Failed as failed:
         outcome.status, outcome.phase = failed.status, failed.phase
         outcome.detail, outcome.error_type = failed.detail, failed.error_type
@@ -249,6 +298,48 @@ def table_row(o: Outcome) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def cost_row(o: Outcome, ways: list[str]) -> str:
+    """Medians of the rounds: plain Spark's seconds, each way's as a multiple of it; each
+    way's question (median over the asked rows), store and the child's peak memory."""
+    plain = median(o.rounds_s.get("plain", []))
+    cells = [o.query, seconds(plain)]
+    for way in ways:
+        task = median(o.rounds_s.get(way, []))
+        cells.append("—" if task is None or not plain else f"{task / plain:.2f}×")
+    cells += [seconds(median(o.question_s.get(way, []))) for way in ways]
+    first = o.parts[0] if o.parts else {}
+    cells.append(", ".join(f"{t} {a:,}/{b:,}" for t, (a, b) in first.items()) or "—")
+    cells += [f"{o.store_bytes[w] / 2**20:.1f}" if w in o.store_bytes else "—" for w in ways]
+    cells += [f"{o.peak_mb[k]:,.0f}" if k in o.peak_mb else "—" for k in ("driver", "jvm")]
+    return "| " + " | ".join(cells) + " |"
+
+
+def cost_table(outcomes: list[Outcome], info: dict[str, Any]) -> list[str]:
+    ways = info["ways"]
+    header = (
+        "| query | plain Spark s | "
+        + " | ".join(f"{w} task ×" for w in ways) + " | "
+        + " | ".join(f"{w} question s" for w in ways)
+        + " | eager answer: contributing/control rows | "
+        + " | ".join(f"{w} store MiB" for w in ways)
+        + " | driver peak MiB | JVM peak MiB |"
+    )
+    return [
+        f"Medians of {info['repeat']} round(s) after the checks (plain Spark and each way alternating); "
+        "questions: one asked row each, the answer's own time (median over the asked rows); "
+        "peak memory: the query's child process over all of its runs.",
+        "",
+        header,
+        "|---" * header.count(" | ") + "|---|",
+        *(cost_row(o, ways) for o in outcomes if o.rounds_s),
+        "",
+    ]
+
+
 def markdown(outcomes: list[Outcome], info: dict[str, Any]) -> str:
     counts = Counter(o.status for o in outcomes)
     summary = ", ".join(f"{counts[s]} {s}" for s in ("traced", "disagrees", "refused", "error") if counts[s])
@@ -268,6 +359,7 @@ def markdown(outcomes: list[Outcome], info: dict[str, Any]) -> str:
             "|---" * HEADER.count(" | ") + "|---|",
             *(table_row(o) for o in outcomes),
             "",
+            *(cost_table(outcomes, info) if info.get("repeat") else []),
         ]
     )
 
@@ -291,16 +383,41 @@ def session(data: Path, sf: str) -> LineageSession:
     return als
 
 
+def ways_of(args: argparse.Namespace) -> tuple[str, ...]:
+    return ("fm", "eager", "compressed") if args.compressed else ("fm", "eager")
+
+
 def child(args: argparse.Namespace) -> int:
     """``--one Qn --result file``: measures one query, writes its outcome as JSON."""
     progress = Progress(sys.stderr)
     als = session(Path(args.data), args.sf)
-    outcome = measure(als, args.one, QUERIES[args.one], args.sample, args.seed, args.keep_runs, progress.say)
+    outcome = measure(
+        als, args.one, QUERIES[args.one], args.sample, args.seed, args.keep_runs, progress.say,
+        ways_of(args), args.repeat,
+    )
+    outcome.peak_mb = peak_mb()
     Path(args.result).write_text(json.dumps(asdict(outcome), default=str))
     return 0
 
 
-PHASES = (("eager run", "lineage"), ("fm run", "eager"), ("Spark gives", "fm"))  # last line -> next step
+def peak_mb() -> dict[str, float]:
+    """This process's peak resident memory and its JVM's (a child named java, Spark's
+    driver), in MiB, from the kernel's high-water marks."""
+    found = {"driver": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if fields.get("Name", "").strip() == "java" and fields.get("PPid", "").strip() == str(os.getpid()):
+            found["jvm"] = int(fields["VmHWM"].split()[0]) / 1024
+    return found
+
+
+PHASES = (  # a child's last progress line -> the step it died in
+    ("timing", "rounds"), ("asking", "lineage"), ("running compressed", "compressed"),
+    ("running eager", "eager"), ("Spark gives", "fm"),
+)
 
 
 def isolated(name: str, args: argparse.Namespace, logs: Path) -> Outcome:
@@ -309,6 +426,7 @@ def isolated(name: str, args: argparse.Namespace, logs: Path) -> Outcome:
     command = [
         sys.executable, "-m", "cda_workload.benchmarks.tpch_coverage", "--one", name, "--sf", args.sf,
         "--sample", str(args.sample), "--seed", str(args.seed), "--data", args.data,
+        "--repeat", str(args.repeat), *(["--compressed"] if args.compressed else []),
     ]  # fmt: skip
     log_file = logs / f"{name}.log"
     lines: list[str] = []
@@ -346,7 +464,7 @@ def isolated(name: str, args: argparse.Namespace, logs: Path) -> Outcome:
     else:
         last = next((x.strip() for x in reversed(lines) if x.strip()), "")
         why = f"the child exited with {rc}: {last[:300]}"
-    phase = next((step_ for marker, step_ in PHASES if f"{name}: {marker}" in seen), "spark")
+    phase = next((step_ for marker, step_ in PHASES if re.search(f"{name}: .*{marker}", seen)), "spark")
     return Outcome(name, "error", f"{why} (log: {log_file})", phase, "ChildDied")
 
 
@@ -387,6 +505,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-runs", action="store_true", help="keep the runs in the store (else deleted)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per query (default 900)")
     parser.add_argument("--in-process", action="store_true", help="all queries in this process's Spark")
+    parser.add_argument(
+        "--repeat", type=int, default=0,
+        help="after the checks, rounds of plain Spark and each way, alternating (default 0: none)",
+    )
+    parser.add_argument("--compressed", action="store_true", help="also the compressed backend")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: this query only
     parser.add_argument("--result", help=argparse.SUPPRESS)  # where a child writes its outcome
     args = parser.parse_args(argv)
@@ -409,12 +532,17 @@ def main(argv: list[str] | None = None) -> int:
         "engine": engine_fingerprint(),  # the engine's source as run (the checkout may be edited)
         "machine": machine(),
         "load_before": os.getloadavg(),
+        "ways": list(ways_of(args)),
+        "repeat": args.repeat,
     }
     outcomes: list[Outcome] = []
     print(HEADER + "\n" + "|---" * HEADER.count(" | ") + "|---|", flush=True)
     for name in names:
         if als is not None:
-            outcome = measure(als, name, QUERIES[name], args.sample, args.seed, args.keep_runs, progress.say)
+            outcome = measure(
+                als, name, QUERIES[name], args.sample, args.seed, args.keep_runs, progress.say,
+                ways_of(args), args.repeat,
+            )
         else:
             outcome = isolated(name, args, out / "logs")
         outcomes.append(outcome)

@@ -52,6 +52,9 @@ ACCEPTED = [
     "CAST(b AS DECIMAL(15,2))", "(IF((i <=> 3), d, CAST(NULL AS DECIMAL(12,2))))",
     "(IF((s <=> 'abc'), s, 'x'))", "date_add(dt, 5)", "date_sub(dt, i)", "(date_add(dt, -3) > dt)",
     "round(d, 1)", "round(e, 2)", "round((d / e), 2)", "round(d, 3)", "round(d)", "round(-d, 1)",
+    "CAST(e AS DECIMAL(15,2))", "CAST(e AS DECIMAL(15,1))", "CAST((- e) AS DECIMAL(15,1))",
+    "CAST((d * e) AS DECIMAL(38,4))", "CAST(d AS DECIMAL(12,1))", "substring(s, 1, 2)",
+    "substring(s, 2, 5)", "substring(s, 4, 1)", "(substring(s, 1, 1) IN ('a', 'ä'))",
 ]  # fmt: skip
 AGGREGATES = [
     "sum(d)",
@@ -76,9 +79,11 @@ REFUSED = [
     "(i << 40)",  # overflow differs
     "concat(s, i)",
     "substring(s, 0, 2)",  # 0 and negative positions differ
+    "substring(s, -2, 1)",
+    "substring(s, i, 2)",  # a position from the row may be 0 or below
+    "substring(s, 2)",  # to the end: only the form with a literal length is taken
     "upper(s)",
     "(d * d * d * d)",  # beyond 38 digits Spark rounds the scale
-    "CAST(e AS DECIMAL(15,2))",  # rounding
     "CAST(s AS INT)",
     "CAST(d AS DOUBLE)",
     "(s LIKE 'a\\\\%')",  # Spark's default escape character

@@ -221,15 +221,24 @@ def _bounded(precision: int, scale: int) -> DecimalType:
 
 
 def _divided(a: exp.Expression, b: exp.Expression, scale: int, result: DecimalType) -> exp.Expression:
-    """DuckDB SQL for Spark's ``a / b`` at ``scale``, rounded to ``result`` (its exact
-    decimal text, so DuckDB reads it back without a rounding of its own)."""
+    """DuckDB SQL for Spark's ``a / b`` at ``scale``, rounded to ``result``."""
+    return _exactly(SPARK_DIVIDE, a, b, result, scale)
+
+
+def _exactly(
+    function: str, a: exp.Expression, b: exp.Expression, result: DecimalType, *scales: int
+) -> exp.Expression:
+    """DuckDB SQL calling ``function`` (Python's exact decimals) on ``a`` and ``b`` as text,
+    its result of type ``result`` read back from its exact decimal text, so DuckDB reads it
+    without a rounding of its own."""
     as_text = [exp.Cast(this=v, to=exp.DataType.build("VARCHAR")) for v in (a, b)]
-    scales = [exp.Literal.number(scale), exp.Literal.number(result.scale)]
-    call = exp.Anonymous(this=SPARK_DIVIDE, expressions=[*as_text, *scales])
+    numbers = [exp.Literal.number(n) for n in (*scales, result.scale)]
+    call = exp.Anonymous(this=function, expressions=[*as_text, *numbers])
     return exp.Cast(this=call, to=exp.DataType.build(_ddl(result)))
 
 
 SPARK_DIVIDE = "al_spark_divide"
+SPARK_MULTIPLY = "al_spark_multiply"
 _CONTEXT = decimal.Context(prec=MAX_PRECISION, rounding=decimal.ROUND_HALF_UP)
 _WIDE = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP)
 
@@ -248,13 +257,24 @@ def spark_divide(a: str | None, b: str | None, scale: int, result_scale: int) ->
     return format(quotient, "f")
 
 
+def spark_multiply(a: str | None, b: str | None, result_scale: int) -> str | None:
+    """``a * b`` where its exact type needs more than 38 digits: Spark's exact product set to
+    the cut ``result_scale`` (HALF_UP); a product too large for 38 digits fails the task in
+    Spark (ANSI), so no value a task computed needs it."""
+    if a is None or b is None:
+        return None
+    product = _WIDE.multiply(decimal.Decimal(a), decimal.Decimal(b))
+    return format(product.quantize(decimal.Decimal(1).scaleb(-result_scale), context=_WIDE), "f")
+
+
 def register_functions(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``con`` with the functions the translated expressions call."""
     text, whole = sqltypes.VARCHAR, sqltypes.INTEGER
-    con.create_function(
-        SPARK_DIVIDE, spark_divide, [text, text, whole, whole], text,
-        null_handling="special", side_effects=False,
-    )  # fmt: skip
+    for name, function, args in (
+        (SPARK_DIVIDE, spark_divide, [text, text, whole, whole]),
+        (SPARK_MULTIPLY, spark_multiply, [text, text, whole]),
+    ):
+        con.create_function(name, function, args, text, null_handling="special", side_effects=False)
     return con
 
 
@@ -471,7 +491,11 @@ class _Checker:
         else:
             scale = max(x.scale, y.scale)
             precision = max(x.precision - x.scale, y.precision - y.scale) + scale + 1
-        if precision > MAX_PRECISION:  # Spark would round to fit: not reproduced in process
+        if precision > MAX_PRECISION and isinstance(node, exp.Mul):  # Spark rounds it to fit
+            found = _bounded(precision, scale)
+            node.replace(_exactly(SPARK_MULTIPLY, node.this.copy(), node.expression.copy(), found))
+            return found
+        if precision > MAX_PRECISION:
             raise NotInProcess(f"decimal({precision},{scale}) result in {node.sql(dialect='spark')}")
         return DecimalType(precision, scale)
 

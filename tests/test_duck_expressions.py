@@ -55,6 +55,8 @@ ACCEPTED = [
     "CAST(e AS DECIMAL(15,2))", "CAST(e AS DECIMAL(15,1))", "CAST((- e) AS DECIMAL(15,1))",
     "CAST((d * e) AS DECIMAL(38,4))", "CAST(d AS DECIMAL(12,1))", "substring(s, 1, 2)",
     "substring(s, 2, 5)", "substring(s, 4, 1)", "(substring(s, 1, 1) IN ('a', 'ä'))",
+    "((d * e) * (d * e))", "(CAST(d AS DECIMAL(36,2)) * CAST('0.0001' AS DECIMAL(4,4)))",
+    "((CAST(d AS DECIMAL(30,2)) * e) * e)", "(CAST(d AS DECIMAL(36,2)) * CAST('0.0000005' AS DECIMAL(7,7)))",
 ]  # fmt: skip
 AGGREGATES = [
     "sum(d)",
@@ -83,7 +85,7 @@ REFUSED = [
     "substring(s, i, 2)",  # a position from the row may be 0 or below
     "substring(s, 2)",  # to the end: only the form with a literal length is taken
     "upper(s)",
-    "(d * d * d * d)",  # beyond 38 digits Spark rounds the scale
+    "(CAST(d AS DECIMAL(38,2)) + e)",  # beyond 38 digits Spark rounds the scale (taken for *)
     "CAST(s AS INT)",
     "CAST(d AS DOUBLE)",
     "(s LIKE 'a\\\\%')",  # Spark's default escape character

@@ -59,6 +59,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pyarrow as pa
+
 from cda_workload.benchmarks.bench import machine
 from cda_workload.benchmarks.bench_eager import engine_fingerprint
 from cda_workload.command_line.progress import Progress
@@ -68,7 +71,7 @@ from segmenter.errors import LineageError
 from tracing import LineageSession, Run
 
 Log = Callable[[str], None]
-SourceLineage = dict[str, Counter]  # table -> multiset of its rows (normalised tuples)
+SourceLineage = dict[str, pa.Table]  # table -> its rows in an answer
 
 
 @dataclass
@@ -166,20 +169,30 @@ def compare_output(phase: str, run: Run, expected: Counter) -> list[tuple]:
 
 
 def source_lineage(answer: Any) -> SourceLineage:
-    """``{table: multiset of rows}`` of a lineage answer, tables without rows left out."""
-    found = answer.to_dict(max_rows=None)["source_lineage"]
-    return {t: Counter(normal(r) for r in rows) for t, rows in found.items() if rows}
+    """``{table: its rows}`` of a lineage answer as Arrow tables (an answer of a million rows
+    is compared without becoming Python rows, which would be the bench's memory, not the
+    engine's), tables without rows left out."""
+    return {t: rows for t in answer.source if (rows := answer.to_arrow(t)).num_rows}
 
 
-def differences(lazy: SourceLineage, eager: SourceLineage) -> list[str]:
-    """One phrase per table whose lineage differs: its row counts under each way."""
+def differences(lazy: SourceLineage, other: SourceLineage, way: str = "eager") -> list[str]:
+    """One phrase per table whose lineage differs (as multisets, in DuckDB): its row counts
+    under each way."""
     out = []
-    for table in sorted(set(lazy) | set(eager)):
-        a, b = lazy.get(table, Counter()), eager.get(table, Counter())
-        if a != b:
+    con = duckdb.connect()
+    for table in sorted(set(lazy) | set(other)):
+        a, b = lazy.get(table), other.get(table)
+        if a is not None and b is not None:
+            con.register("a", a)
+            con.register("b", b.select(a.column_names).cast(a.schema))
+            only = [con.sql(f"SELECT count(*) FROM (FROM {x} EXCEPT ALL FROM {y})").fetchall()[0][0]
+                    for x, y in (("a", "b"), ("b", "a"))]  # fmt: skip
+        else:
+            only = [a.num_rows if a is not None else 0, b.num_rows if b is not None else 0]
+        if any(only):
             out.append(
-                f"{table}: fm {sum(a.values())} rows, eager {sum(b.values())} "
-                f"({sum((a - b).values())} only fm, {sum((b - a).values())} only eager)"
+                f"{table}: fm {a.num_rows if a is not None else 0} rows, {way} "
+                f"{b.num_rows if b is not None else 0} ({only[0]} only fm, {only[1]} only {way})"
             )
     return out
 
@@ -206,9 +219,9 @@ def trace(outcome: Outcome, runs: dict[str, Run], names: list[str], chosen: list
             seconds, found[way] = step(f"lineage ({way})", partial(ask, outcome, way, run, given))
             outcome.lineage_s[way] += seconds
         outcome.sampled += 1
-        outcome.lineage_rows.append({t: sum(c.values()) for t, c in sorted(found["fm"].items())})
+        outcome.lineage_rows.append({t: rows.num_rows for t, rows in sorted(found["fm"].items())})
         for way in [w for w in runs if w != "fm"]:
-            diff = differences(found["fm"], found[way])
+            diff = differences(found["fm"], found[way], way)
             if diff:
                 raise Failed("disagrees", "lineage", f"{way}, row {given[0]}: " + "; ".join(diff))
 

@@ -32,15 +32,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from materialization.capture import Capture
+from materialization.compile import Compiler
 from materialization.locations import local_path
 from materialization.settle import settle
 from materialization.strategies import stores
@@ -144,6 +146,7 @@ class TaskRuns:
     runs: dict[str, Run]
     outputs: dict[str, tuple[list[str], Counter]]
     plan_operators: int  # in Spark's analyzed plan of the task
+    scans: tuple[int, int]  # source reads in Spark's optimized plan of the task, and of ours
     _answers: dict[tuple[str, ...], Asked | Exception] = field(default_factory=dict)
     traced: Traced | None = None  # every distinct output row's eager lineage (trace_rows), once
 
@@ -218,7 +221,9 @@ class Suite:
                 outputs[s] = (out.columns, Counter(tuple(r) for r in out.collect()))
         outputs["eager"] = outputs["full"]
         operators = len(str(plain_df._jdf.queryExecution().analyzed().treeString()).splitlines())
-        return TaskRuns(task_id, plain_df.columns, plain, runs, outputs, operators)
+        ours = Compiler(self.als.spark).compile(runs["rerun"].task.root)
+        scans = (_scans(plain_df), _scans(ours))
+        return TaskRuns(task_id, plain_df.columns, plain, runs, outputs, operators, scans)
 
     def _eager_run(self, task_id: str) -> Run:
         """backend="eager", its indexes also kept compressed; the compressed indexes are
@@ -407,11 +412,19 @@ def test_self_join_of_a_grouped_cte_whose_output_repeats_names(suite: Suite) -> 
 # --- the checks (shared with tests/cluster_checks.py) -----------------------------------------
 
 
+def _scans(df: DataFrame) -> int:
+    """How many times ``df``'s optimized plan reads a source."""
+    plan = str(df._jdf.queryExecution().optimizedPlan().toString())
+    return len(re.findall(r"\bRelation |LocalRelation|InMemoryRelation", plan))
+
+
 def check_outputs(r: TaskRuns) -> None:
     """(a) Every strategy's output is plain Spark's result, as a multiset, same columns; the
     task has no more segments than twice the operators of Spark's analyzed plan (constructs
-    traced natively, or rewritten without a copy per use)."""
+    traced natively, or rewritten without a copy per use), and its plan reads the sources no
+    more often than Spark's own (an anti-join run as one, not as its rewrite T₁ − (T₁ ⋉ T₂))."""
     assert sum(r.plain.values()) > 0, "the task should produce rows"
+    assert r.scans[1] <= r.scans[0], f"the task reads its sources {r.scans[1]} times, Spark {r.scans[0]}"
     segments = len(r.runs["rerun"].segments().splitlines())
     assert segments <= 2 * r.plan_operators, f"{segments} segments for {r.plan_operators} plan operators"
     for strategy, (columns, rows) in r.outputs.items():

@@ -152,6 +152,25 @@ def test_difference_is_a_d_segment_with_children() -> None:
     ]
 
 
+def test_an_anti_joins_left_input_is_one_segment_computed_once() -> None:
+    """T₁ ▷ T₂ = T₁ − (T₁ ⋉ T₂) holds T₁ twice (equal copies, as a tree rewrite leaves them):
+    T₁ is a segment in both inputs, its copy computed as the first, not inside T₁ ⋉ T₂."""
+    cond = (Expr("client_id = debt_id", frozenset({"client_id", "debt_id"})),)
+    t1 = pi(sigma(join(CLIENT, LOAN)), "id", "income")
+    copy = pi(sigma(join(CLIENT, LOAN)), "id", "income")
+    root = segment(alpha(Difference(t1, Join((copy, DEBT), cond, semi=True), "anti"), "income"))
+    assert [(s.kind, s.pattern()) for s in root.walk()] == [
+        ("non-d", "α"),
+        ("d", "−"),
+        ("non-d", "π-σ-⋈"),
+        ("non-d", "⋈"),
+        ("non-d", "π-σ-⋈"),
+    ]
+    ids = [s.id for s in root.walk()]
+    assert {ids[4]: ids[2]}.items() <= {k: v.id for k, v in root.firsts().items()}.items()
+    assert patterns(join(pi(CLIENT, "id"), DEBT)) == ["⋈-π"]  # held once: in its segment
+
+
 def test_difference_directly_over_sources() -> None:
     root = segment(Difference(CLIENT, DEBT))
     assert root.is_d and root.children == ()

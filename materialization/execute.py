@@ -228,7 +228,8 @@ def _capture_segments(
     """The task with eager lineage capture: every non-root segment is stored (as Full does, in
     ``mode``: reasoning unless the capture drops reasoning lineage or the reasons are lazy)
     with its lineage ids, so that parents can refer to its rows; a copy of an earlier segment
-    (``shared``) stores its output."""
+    (``shared``) is that one's stored files, read under its own column ids, or where it calls
+    a model (whose calls answers read by column id) a copy of them."""
     plan = capture.resolve(task)
     sources = {n.table: n for n in task.root.walk() if isinstance(n, Source)}
     plain = frozenset(
@@ -244,10 +245,15 @@ def _capture_segments(
         first = shared.first_of(seg)
         if first is not seg and seg is not root:  # the same rows, lineage ids and lineage
             copied = shared.copy(outputs[first.id], first, seg, cache=False)
+            if not seg.functions:  # the first one's files (answers read a φ segment's calls by id)
+                progress(f"segment {seg.id} ({seg.pattern()}): its output is segment {first.id}'s, stored")
+                segments[str(seg.id)] = {**segments[str(first.id)], "same_as": first.id}
+                outputs[seg.id] = copied
+                stored[str(seg.id)] = shared.stored_copy(stored[str(first.id)], first)
+                continue
             segments[str(seg.id)] = {**segments[str(first.id)], "output": f"segment-{seg.id}"}
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output (segment {first.id}'s)")
-            stored_df, stored[str(seg.id)] = _store_segment(spark, store, staging, seg, copied, mode)
-            outputs[seg.id] = stored_df
+            outputs[seg.id], stored[str(seg.id)] = _store_segment(spark, store, staging, seg, copied, mode)
             continue
         inputs = {}
         for j, leaf in enumerate(seg.leaves):

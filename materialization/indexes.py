@@ -79,8 +79,15 @@ class IndexBuilder:
         return self.f.read(f"{self.staging}/{directory}")
 
     def _output(self, seg: Segment) -> Any:
-        """``seg``'s stored output (with its rows' lineage ids)."""
-        return self._read(self.segments[str(seg.id)]["output"])
+        """``seg``'s stored output (with its rows' lineage ids); a copy's (``same_as``) is
+        the first one's files, under the copy's column ids."""
+        meta = self.segments[str(seg.id)]
+        rel = self._read(meta["output"])
+        if "same_as" not in meta:
+            return rel
+        first = self._by_id[meta["same_as"]]
+        names = {a.id: b.id for a, b in zip(first.top.columns, seg.top.columns, strict=True)}
+        return self.f.select(rel, [(c, names.get(c, c)) for c in self.f.columns(rel)])
 
     def out_lids(self, seg: Segment) -> Any:
         return self.f.lids(self._output(seg))

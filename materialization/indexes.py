@@ -35,6 +35,7 @@ from materialization.compressed_index import COMPRESSED, write_compressed, write
 from materialization.index_frames import REF, Frames
 from materialization.provrc.paths import Step, encode_paths
 from materialization.provrc.tuples import FN
+from materialization.restore import stored_columns
 from materialization.store import ResultsStore
 from segmenter.operators import Source
 from segmenter.segments import Segment
@@ -85,8 +86,7 @@ class IndexBuilder:
         rel = self._read(meta["output"])
         if "same_as" not in meta:
             return rel
-        first = self._by_id[meta["same_as"]]
-        names = {a.id: b.id for a, b in zip(first.top.columns, seg.top.columns, strict=True)}
+        names = dict(stored_columns(meta, seg, self._firsts))
         return self.f.select(rel, [(c, names.get(c, c)) for c in self.f.columns(rel)])
 
     def out_lids(self, seg: Segment) -> Any:

@@ -424,9 +424,9 @@ class Capturer:
         over a join-free body (a scan) tends to have few, huge groups whose tag lists would
         be built in a handful of tasks; flat (lineage id, tag) rows are written in parallel."""
         lineage, tags = self.lineage_table(seg, inputs)
-        return SegmentCapture(self._output(seg, inputs), lineage, tags)
+        return SegmentCapture(self.output(seg, inputs), lineage, tags)
 
-    def _output(self, seg: Segment, inputs: dict[int, DataFrame]) -> DataFrame:
+    def output(self, seg: Segment, inputs: dict[int, DataFrame]) -> DataFrame:
         """``seg``'s output from the plain plan (no tags), with its rows' lineage ids."""
         return self._compiler(_untagged(inputs)).compile(seg.top).withColumn(LID, lid_of(lid_columns(seg)))
 
@@ -452,7 +452,7 @@ class Capturer:
                 tags[tag] = {"leaf": j, "array": False}
             elif leaf.table in self.plan:
                 tags[tag] = {"leaf": j, "array": False, "fields": flat_fields(tag, self.plan[leaf.table])}
-        return SegmentCapture(self._output(seg, inputs), None, tags, derived=True)
+        return SegmentCapture(self.output(seg, inputs), None, tags, derived=True)
 
     def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """Data lineage of T1 − T2: the left rows equal to each output row. The control
@@ -462,7 +462,7 @@ class Capturer:
         lineage, tags = self._lineage_table(
             seg, tagged.select(lid_of([c.id for c in left.match_columns()]).alias(LID), *tags_of(tagged))
         )
-        return SegmentCapture(self._output(seg, inputs), lineage, tags)
+        return SegmentCapture(self.output(seg, inputs), lineage, tags)
 
     def _outer(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """T₁ ⟕ T₂ (⟖ ⟗, an existence join) as the one join the task runs: (__lid, tags,
@@ -493,7 +493,7 @@ class Capturer:
             return SegmentCapture(out.withColumn(LID, lid_of(lid_columns(seg))), None, infos)
         rows = body.select(lid_of(lid_columns(seg)).alias(LID), *map(ref, tags), matched)
         lineage, infos = self._lineage_table(seg, rows, kept=(MATCHED,))
-        return SegmentCapture(self._output(seg, inputs), lineage, infos)
+        return SegmentCapture(self.output(seg, inputs), lineage, infos)
 
     def _lineage_table(
         self, seg: Segment, rows: DataFrame, kept: Sequence[str] = ()

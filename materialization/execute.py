@@ -237,12 +237,21 @@ def _capture_segments(
         if len(attrs) == 1 and at_key(sources[t], attrs) and store.key_without_nulls(sources[t].snapshot)
     )  # fmt: skip
     packed = {t: found for t in plan if (found := _packing(store, sources[t], plan[t])) is not None}
-    capturer = Capturer(spark, plan, mode, plain, _derived_in_process(store, staging, root), packed)
+    derived = _derived_in_process(store, staging, root)
+    capturer = Capturer(spark, plan, mode, plain, derived, packed)
+    again = _recomputed(store, root, derived, shared.firsts)
+    unread = _unread(root)
     stored: dict[str, Any] = {}
     segments: dict[str, Any] = {}
     outputs: dict[int, DataFrame] = {}
     for seg in root.post_order():
         first = shared.first_of(seg)
+        if seg.id in again:  # its output feeds its parent's plan; the index builder evaluates it
+            progress(f"segment {seg.id} ({seg.pattern()}): not stored, derived with its parent's lineage")
+            segments[str(seg.id)] = {"output": None, "lineage": None, "tags": {}, "recomputed": True}
+        if seg.id in again and first is not seg:
+            outputs[seg.id] = shared.copy(outputs[first.id], first, seg, cache=seg.id not in unread)
+            continue
         if first is not seg and seg is not root:  # the same rows, lineage ids and lineage
             copied = shared.copy(outputs[first.id], first, seg, cache=False)
             if not seg.functions:  # the first one's files (answers read a φ segment's calls by id)
@@ -259,6 +268,9 @@ def _capture_segments(
         for j, leaf in enumerate(seg.leaves):
             child = seg.child_for(leaf)
             inputs[id(leaf)] = capturer.leaf_input(leaf, j, outputs[child.id] if child else None)
+        if seg.id in again:
+            outputs[seg.id] = capturer.output(seg, inputs)
+            continue
         found = capturer.segment(seg, inputs)
         meta: dict[str, Any] = {"output": f"segment-{seg.id}", "lineage": None, "tags": found.tags}
         if found.derived:
@@ -300,6 +312,33 @@ def _derived_in_process(store: ResultsStore, staging: str, root: Segment) -> fro
         and _small_local(store, seg.leaves)
         and exact_in_duckdb(seg, lid_columns(seg))
     )
+
+
+def _recomputed(
+    store: ResultsStore, root: Segment, derived: frozenset[int], firsts: dict[int, Segment]
+) -> frozenset[int]:
+    """Segments an eager capture does not store: the index builder evaluates them again in
+    process (``Frames.recomputed``), where each one's parent derives its lineage there
+    (``derived``), so that nothing else needs its rows' lineage ids as the task made them. A
+    join, an outer join or a filter with no model call and no aggregation, DuckDB evaluating
+    it exactly, over local snapshots within ``DERIVED_BYTES``; copies of one subtree
+    (:meth:`Segment.firsts`) all of them or none. TPC-H Q13 at SF 1: its outer join's 1.5 M
+    rows; Q21: T₁, a four-table join, and its copy."""
+    parents = {c.id: s for s in root.walk() for c in s.children}
+
+    def unstored(seg: Segment) -> bool:
+        return (
+            seg.id in parents and parents[seg.id].id in derived
+            and seg.kind != "d" and not seg.functions and not seg.aggregations
+            and not any(c.is_reason for c in seg.top.columns)
+            and exact_in_duckdb(seg, lid_columns(seg))
+            and _small_local(store, seg.leaves)
+        )  # fmt: skip
+
+    copies: dict[int, list[Segment]] = {}
+    for seg in root.walk():
+        copies.setdefault(firsts[seg.id].id, []).append(seg)
+    return frozenset(s.id for group in copies.values() if all(map(unstored, group)) for s in group)
 
 
 def _packing(store: ResultsStore, source: Source, attrs: tuple[str, ...]) -> list[list[Any]] | None:

@@ -27,13 +27,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization import duck
-from materialization.capture import LID, Capturer, flat_fields, lid_columns, traced_leaves
+from materialization.capture import LID, MATCHED, SIDE, Capturer, flat_fields, lid_columns, traced_leaves
 from materialization.compile import TAG_PREFIX, read_source, ref
 from materialization.duck_expressions import register_functions
 from materialization.duck_plan import DuckPlan, Rel, column_types, quoted, source_scan
 from materialization.locations import local_path, parquet_scan, sql_string
 from materialization.store import ResultsStore
-from segmenter.operators import Source
+from segmenter.operators import OuterJoin, Source
 from segmenter.segments import Segment
 
 REF = "__ref"
@@ -64,6 +64,15 @@ class Frames(Protocol):
         the capture would have carried: the ``__lid`` of a child segment's row (``children``:
         input j -> the child's stored output), or the attributes of a source row whose table
         ``plan`` captures, as the flat columns :func:`capture.flat_fields` names."""
+
+    def recomputed(
+        self, seg: Segment, plan: Mapping[str, Sequence[str]], children: Mapping[int, Any]
+    ) -> tuple[Any, Any, dict[str, dict[str, Any]]]:
+        """A segment the capture did not store (:func:`execute._recomputed`: its parent's
+        lineage is derived here), evaluated again over the source snapshots and ``children``
+        (input j -> the child's output): its output rows with their lineage ids, its rows'
+        tags (with ``MATCHED`` for an outer join) under the same ids, and how to read each
+        tag. The ids are hashes of the values naming a row, made by this builder alone."""
 
     def lids(self, rel: Any) -> Any:
         """The distinct ``__lid`` of ``rel``."""
@@ -157,6 +166,19 @@ class SparkFrames:
             for j, leaf in enumerate(traced_leaves(seg))
         }
         return capturer.lineage_table(seg, inputs)[0]
+
+    def recomputed(
+        self, seg: Segment, plan: Mapping[str, Sequence[str]], children: Mapping[int, DataFrame]
+    ) -> tuple[DataFrame, DataFrame, dict[str, dict[str, Any]]]:
+        """The segment captured as the task would have, by Spark (its lineage ids Spark's)."""
+        capturer = Capturer(self.spark, {t: tuple(a) for t, a in plan.items()}, "normal")
+        inputs = {
+            id(leaf): capturer.leaf_input(leaf, j, children.get(j)) for j, leaf in enumerate(seg.leaves)
+        }
+        found = capturer.segment(seg, inputs)
+        output = found.output.select(*[ref(c.id) for c in seg.top.columns], ref(LID))
+        rows = found.lineage if found.lineage is not None else found.output
+        return self.keep(output), self.keep(rows), found.tags
 
     def lids(self, rel: DataFrame) -> DataFrame:
         return rel.select(LID).distinct()
@@ -350,6 +372,46 @@ class DuckFrames:
         on = " AND ".join(f"b.{quoted(k)} IS NOT DISTINCT FROM o.{quoted(k)}" for k in keys) or "TRUE"
         picked = ", ".join([f"o.{quoted(LID)}", *(f"b.{quoted(c)}" for c in fields)])
         return f"SELECT {picked} FROM ({body.sql}) b JOIN ({groups}) o ON {on}"
+
+    def recomputed(
+        self, seg: Segment, plan: Mapping[str, Sequence[str]], children: Mapping[int, str]
+    ) -> tuple[str, str, dict[str, dict[str, Any]]]:
+        """The tagged body in DuckDB, a source row's tag a struct of its captured attributes,
+        a child's its lineage id; each row's id DuckDB's hash of the values that name it."""
+        duck = DuckPlan(self.con, column_types(seg), lambda uri: f"({self.read(uri)})")
+        inputs, tags = {}, {}
+        for j, leaf in enumerate(seg.leaves):
+            tag = f"{TAG_PREFIX}{j}"
+            if not isinstance(leaf, Source):
+                ids = [c.id for c in leaf.columns]
+                picked = ", ".join([*map(quoted, ids), f"{quoted(LID)} AS {quoted(tag)}"])
+                inputs[id(leaf)] = Rel(f"SELECT {picked} FROM ({children[j]})", (*ids, tag))
+            elif (attrs := plan.get(leaf.table)) is not None:
+                by_name = {c.name: c.id for c in leaf.cols}
+                scanned = duck.source(leaf)
+                fields = ", ".join(f"{quoted(a)} := {quoted(by_name[a])}" for a in attrs)
+                struct = f"struct_pack({fields}) AS {quoted(tag)}"
+                inputs[id(leaf)] = Rel(f"SELECT *, {struct} FROM ({scanned.sql})", (*scanned.cols, tag))
+            else:
+                continue
+            tags[tag] = {"leaf": j, "array": False}
+        columns = [quoted(c.id) for c in seg.top.columns]
+        lid = f"CAST(hash({', '.join(map(quoted, lid_columns(seg)))}) >> 1 AS BIGINT) AS {quoted(LID)}"
+        picked = [*columns, lid, *map(quoted, tags)]
+        if isinstance(seg.top, OuterJoin):  # each input marked, so a padded row is told apart
+            markers = [f"{SIDE}{k}" for k in range(2)]
+            marked = {}
+            for side, marker in zip(seg.top.children, markers, strict=True):
+                rel = duck.compile(side, inputs, tagged=True)
+                sql = f"SELECT *, TRUE AS {quoted(marker)} FROM ({rel.sql})"
+                marked[id(side)] = Rel(sql, (*rel.cols, marker))
+            body = duck.compile(seg.top, marked, tagged=True)
+            both = " AND ".join(f"{quoted(m)} IS NOT NULL" for m in markers)
+            picked.append(f"{both} AS {quoted(MATCHED)}")
+        else:
+            body = duck.compile(seg.body_top, inputs, tagged=True)
+        rows = self.keep(f"SELECT {', '.join(picked)} FROM ({body.sql})")
+        return self.keep(f"SELECT {', '.join(columns)}, {quoted(LID)} FROM ({rows})"), rows, tags
 
     def lids(self, rel: str) -> str:
         return f"SELECT DISTINCT {quoted(LID)} FROM ({rel})"

@@ -75,6 +75,7 @@ class IndexBuilder:
         self._controls: dict[int, dict[str, Any]] = {}
         self._firsts = firsts  # each segment's first equal one (Segment.firsts)
         self._by_id = {s.id: s for s in root.walk()}
+        self._again: dict[int, tuple[Any, Any, dict[str, dict[str, Any]]]] = {}
 
     def _read(self, directory: str) -> Any:
         return self.f.read(f"{self.staging}/{directory}")
@@ -83,11 +84,30 @@ class IndexBuilder:
         """``seg``'s stored output (with its rows' lineage ids); a copy's (``same_as``) is
         the first one's files, under the copy's column ids."""
         meta = self.segments[str(seg.id)]
+        if meta.get("recomputed"):
+            return self._recomputed(seg)[0]
         rel = self._read(meta["output"])
         if "same_as" not in meta:
             return rel
         names = dict(stored_columns(meta, seg, self._firsts))
         return self.f.select(rel, [(c, names.get(c, c)) for c in self.f.columns(rel)])
+
+    def _recomputed(self, seg: Segment) -> tuple[Any, Any, dict[str, dict[str, Any]]]:
+        """A segment the capture did not store, evaluated again here (``Frames.recomputed``):
+        its output, its tagged rows, how to read its tags; a copy's are its first one's."""
+        if seg.id not in self._again:
+            first = self._firsts[seg.id]
+            if first is not seg:
+                output, rows, tags = self._recomputed(first)
+                names = {a.id: b.id for a, b in zip(first.top.columns, seg.top.columns, strict=True)}
+                f = self.f
+                renamed = [f.select(r, [(c, names.get(c, c)) for c in f.columns(r)]) for r in (output, rows)]
+                self._again[seg.id] = (*renamed, tags)
+            else:
+                kids = {j: seg.child_for(leaf) for j, leaf in enumerate(seg.leaves)}
+                children = {j: self._output(child) for j, child in kids.items() if child is not None}
+                self._again[seg.id] = self.f.recomputed(seg, self.plan, children)
+        return self._again[seg.id]
 
     def out_lids(self, seg: Segment) -> Any:
         return self.f.lids(self._output(seg))
@@ -127,7 +147,10 @@ class IndexBuilder:
             self._controls[seg.id] = self.control(seg)
         if seg.kind == "outer":
             meta = self.segments[str(seg.id)]
-            lineage = self._read(meta["lineage"] or meta["output"])
+            if meta.get("recomputed"):
+                lineage = self._recomputed(seg)[1]
+            else:
+                lineage = self._read(meta["lineage"] or meta["output"])
             matched, padded = (f.lids(f.where_equal(lineage, MATCHED, m)) for m in (True, False))
             self._controls[seg.id] = self._check(seg, parts, ctl, matched)
             ctl.append(f.with_value(padded, "d", seg.id))
@@ -152,20 +175,23 @@ class IndexBuilder:
         """Per input of ``seg`` what its rows were derived from: (__lid, __ref) pairs to a
         child segment's rows, or (__lid, attrs...) pairs to a source table's."""
         meta = self.segments[str(seg.id)]
-        if not meta["tags"]:
+        tags = meta["tags"]
+        if meta.get("recomputed"):
+            _, lineage, tags = self._recomputed(seg)
+        elif not tags:
             return
-        if meta.get("derived"):  # from the inputs, and the output's lineage ids
+        elif meta.get("derived"):  # from the inputs, and the output's lineage ids
             children = {
                 j: self._output(child)
                 for j, leaf in enumerate(traced_leaves(seg))
                 if (child := seg.child_for(leaf)) is not None
             }
             lineage = self.f.derived(seg, self.plan, self._output(seg), children)
-            if len(meta["tags"]) > 1:  # each tag's pairs read it: evaluated once
+            if len(tags) > 1:  # each tag's pairs read it: evaluated once
                 lineage = self.f.keep(lineage)
         else:
             lineage = self._read(meta["lineage"] or meta["output"])
-        for tag, info in meta["tags"].items():
+        for tag, info in tags.items():
             leaf = seg.leaves[info["leaf"]]
             child = seg.child_for(leaf)
             if "fields" in info:  # a source row's attributes, written flat

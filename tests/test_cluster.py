@@ -66,6 +66,5 @@ def test_cluster_checks_pass_on_local_cluster(tmp_path: Path) -> None:
     not_passed = {n: tags for n, tags in not_passed.items() if set(tags) - {"system-out", "system-err"}}
     assert not not_passed, f"checks skipped or failed: {not_passed}\n{output}"
     assert "test_session_is_a_multi_process_cluster" in cases
-    assert "test_eager_golden_loan_example" in cases
     assert "test_golden_loan_example" in cases
     assert sum(n.startswith("test_differential_on_cluster[") for n in cases) == 2  # CLUSTER_TASKS

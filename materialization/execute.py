@@ -323,7 +323,7 @@ def _recomputed(
     join, an outer join or a filter with no model call and no aggregation, DuckDB evaluating
     it exactly, over local snapshots within ``DERIVED_BYTES``; copies of one subtree
     (:meth:`Segment.firsts`) all of them or none. TPC-H Q13 at SF 1: its outer join's 1.5 M
-    rows; Q21: T₁, a four-table join, and its copy."""
+    rows; Q21: T₁ (a four-table join), T₁ ⋉ T₂ and T₁'s copy in it."""
     parents = {c.id: s for s in root.walk() for c in s.children}
 
     def unstored(seg: Segment) -> bool:

@@ -248,9 +248,13 @@ def _capture_segments(
         first = shared.first_of(seg)
         if seg.id in again:  # its output feeds its parent's plan; the index builder evaluates it
             progress(f"segment {seg.id} ({seg.pattern()}): not stored, derived with its parent's lineage")
-            segments[str(seg.id)] = {"output": None, "lineage": None, "tags": {}, "recomputed": True}
-        if seg.id in again and first is not seg:
-            outputs[seg.id] = shared.copy(outputs[first.id], first, seg, cache=seg.id not in unread)
+            meta: dict[str, Any] = {"output": None, "lineage": None, "tags": {}, "recomputed": True}
+            if first is seg:
+                outputs[seg.id] = capturer.output(seg, _inputs(capturer, seg, outputs))
+            else:
+                outputs[seg.id] = shared.copy(outputs[first.id], first, seg, cache=seg.id not in unread)
+                meta["same_as"] = first.id
+            segments[str(seg.id)] = meta
             continue
         if first is not seg and seg is not root:  # the same rows, lineage ids and lineage
             copied = shared.copy(outputs[first.id], first, seg, cache=False)
@@ -264,15 +268,8 @@ def _capture_segments(
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output (segment {first.id}'s)")
             outputs[seg.id], stored[str(seg.id)] = _store_segment(spark, store, staging, seg, copied, mode)
             continue
-        inputs = {}
-        for j, leaf in enumerate(seg.leaves):
-            child = seg.child_for(leaf)
-            inputs[id(leaf)] = capturer.leaf_input(leaf, j, outputs[child.id] if child else None)
-        if seg.id in again:
-            outputs[seg.id] = capturer.output(seg, inputs)
-            continue
-        found = capturer.segment(seg, inputs)
-        meta: dict[str, Any] = {"output": f"segment-{seg.id}", "lineage": None, "tags": found.tags}
+        found = capturer.segment(seg, _inputs(capturer, seg, outputs))
+        meta = {"output": f"segment-{seg.id}", "lineage": None, "tags": found.tags}
         if found.derived:
             meta["derived"] = True
         if found.lineage is not None:
@@ -293,6 +290,15 @@ def _capture_segments(
         "segments": segments,
     }
     return outputs[root.id], stored, captured
+
+
+def _inputs(capturer: Capturer, seg: Segment, outputs: dict[int, DataFrame]) -> dict[int, DataFrame]:
+    """``seg``'s inputs with their tags, by leaf: source tables, and its children's outputs."""
+    inputs = {}
+    for j, leaf in enumerate(seg.leaves):
+        child = seg.child_for(leaf)
+        inputs[id(leaf)] = capturer.leaf_input(leaf, j, outputs[child.id] if child else None)
+    return inputs
 
 
 def _derived_in_process(store: ResultsStore, staging: str, root: Segment) -> frozenset[int]:

@@ -87,22 +87,22 @@ class IndexBuilder:
         if meta.get("recomputed"):
             return self._recomputed(seg)[0]
         rel = self._read(meta["output"])
-        if "same_as" not in meta:
-            return rel
-        names = dict(stored_columns(meta, seg, self._firsts))
+        return self._renamed(rel, seg) if "same_as" in meta else rel
+
+    def _renamed(self, rel: Any, seg: Segment) -> Any:
+        """``rel``, a relation of the first segment equal to copy ``seg``, under ``seg``'s
+        column ids (the record's ``same_as``, checked against the tree)."""
+        names = dict(stored_columns(self.segments[str(seg.id)], seg, self._firsts))
         return self.f.select(rel, [(c, names.get(c, c)) for c in self.f.columns(rel)])
 
     def _recomputed(self, seg: Segment) -> tuple[Any, Any, dict[str, dict[str, Any]]]:
         """A segment the capture did not store, evaluated again here (``Frames.recomputed``):
-        its output, its tagged rows, how to read its tags; a copy's are its first one's."""
+        its output, its tagged rows, how to read its tags; a copy's (``same_as``) are its
+        first one's, renamed."""
         if seg.id not in self._again:
-            first = self._firsts[seg.id]
-            if first is not seg:
-                output, rows, tags = self._recomputed(first)
-                names = {a.id: b.id for a, b in zip(first.top.columns, seg.top.columns, strict=True)}
-                f = self.f
-                renamed = [f.select(r, [(c, names.get(c, c)) for c in f.columns(r)]) for r in (output, rows)]
-                self._again[seg.id] = (*renamed, tags)
+            if "same_as" in self.segments[str(seg.id)]:
+                output, rows, tags = self._recomputed(self._firsts[seg.id])
+                self._again[seg.id] = (self._renamed(output, seg), self._renamed(rows, seg), tags)
             else:
                 kids = {j: seg.child_for(leaf) for j, leaf in enumerate(seg.leaves)}
                 children = {j: self._output(child) for j, child in kids.items() if child is not None}

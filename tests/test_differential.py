@@ -48,7 +48,7 @@ from materialization.settle import settle
 from materialization.strategies import stores
 from segmenter.errors import LineageError
 from segmenter.operators import Join, OuterJoin, Selection, sql_string
-from tests.tasks_suite import TASKS, build, generate, plain_dataframe, register_suite_tables
+from tests.tasks_suite import TASKS, SuiteSentiment, build, generate, plain_dataframe, register_suite_tables
 from tracing import LineageSession, Run
 from tracing.engines import spark_engine
 from tracing.lineage import AugmentedLineage
@@ -321,6 +321,25 @@ def test_a_segment_equal_to_a_stored_one_is_stored_once(suite: Suite) -> None:
     edited.record["stored"][copy]["same_as"] = int(copy)  # no segment is stored as itself
     with pytest.raises(LineageError, match=f"stores segment {copy} as segment {copy}'s output.*edited"):
         edited.lineage(**TARGETS["pair"])
+
+
+def test_a_question_calls_a_model_once_per_argument(suite: Suite, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rerun calls the model again on the rows a question reaches, in both copies of a WITH
+    query's φ, and many rows repeat a review: the in-process engine calls it on each
+    distinct argument once per question (here 12 texts, 658 calls without that)."""
+    r = suite.runs("sql_cte_twice_between")
+    expected = r.lineage("rerun", "pair")
+    calls: list[tuple] = []
+    batch = SuiteSentiment.main_batch
+
+    def counted(self: SuiteSentiment, rows: Any) -> list[Any]:
+        calls.extend(rows)
+        return batch(self, rows)
+
+    monkeypatch.setattr(SuiteSentiment, "main_batch", counted)
+    lin = r.runs["rerun"].lineage(**TARGETS["pair"], engine="in-process")
+    assert lin.engine == "in-process" and Lineage.of(lin) == expected
+    assert len(calls) > 1 and len(calls) == len(set(calls))
 
 
 def test_correlated_scalar_subquery_asks_about_the_rows_its_where_keeps(suite: Suite) -> None:

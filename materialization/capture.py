@@ -288,6 +288,20 @@ def flat_fields(tag: str, attrs: Sequence[str]) -> list[list[str]]:
     return [[f"{tag}:{a}", a] for a in attrs]
 
 
+def derived_tags(seg: Segment, plan: Mapping[str, Sequence[str]]) -> dict[str, dict[str, Any]]:
+    """How to read the tags of a lineage the index builder derives (:func:`derivable`): per
+    traced input, a child segment's row by its lineage id, a captured source's row by the
+    flat columns :func:`flat_fields` names."""
+    tags: dict[str, dict[str, Any]] = {}
+    for j, leaf in enumerate(traced_leaves(seg)):
+        tag = f"{TAG_PREFIX}{j}"
+        if not isinstance(leaf, Source):
+            tags[tag] = {"leaf": j, "array": False}
+        elif leaf.table in plan:
+            tags[tag] = {"leaf": j, "array": False, "fields": flat_fields(tag, plan[leaf.table])}
+    return tags
+
+
 def lid_columns(seg: Segment) -> list[str]:
     """The columns whose values identify a segment's output row for lineage."""
     if seg.is_d:
@@ -445,14 +459,7 @@ class Capturer:
         """The output alone: the index builder derives the lineage, (``__lid``, the lineage id
         of each child segment's row, and the attributes of each captured source's row as the
         flat columns :func:`flat_fields` names) of every row the body keeps."""
-        tags: dict[str, dict[str, Any]] = {}
-        for j, leaf in enumerate(traced_leaves(seg)):
-            tag = f"{TAG_PREFIX}{j}"
-            if not isinstance(leaf, Source):
-                tags[tag] = {"leaf": j, "array": False}
-            elif leaf.table in self.plan:
-                tags[tag] = {"leaf": j, "array": False, "fields": flat_fields(tag, self.plan[leaf.table])}
-        return SegmentCapture(self.output(seg, inputs), None, tags, derived=True)
+        return SegmentCapture(self.output(seg, inputs), None, derived_tags(seg, self.plan), derived=True)
 
     def _difference(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """Data lineage of T1 − T2: the left rows equal to each output row. The control

@@ -326,16 +326,18 @@ def _recomputed(
     """Segments an eager capture does not store: the index builder evaluates them again in
     process (``Frames.recomputed``), where each one's parent derives its lineage there
     (``derived``), so that nothing else needs its rows' lineage ids as the task made them. A
-    join, an outer join or a filter with no model call and no aggregation, DuckDB evaluating
-    it exactly, over local snapshots within ``DERIVED_BYTES``; copies of one subtree
-    (:meth:`Segment.firsts`) all of them or none. TPC-H Q13 at SF 1: its outer join's 1.5 M
-    rows; Q21: T₁ (a four-table join), T₁ ⋉ T₂ and T₁'s copy in it."""
+    join, an outer join, a filter or a difference with no model call and no aggregation,
+    DuckDB evaluating it exactly, over local snapshots within ``DERIVED_BYTES``; copies of one
+    subtree (:meth:`Segment.firsts`) all of them or none. TPC-H Q13 at SF 1: its outer join's
+    1.5 M rows; Q21: its difference, T₁ (a four-table join), T₁ ⋉ T₂ and T₁'s copy in it (the
+    difference stored hashed every one of T₁'s 37 columns into its rows' lineage ids, where
+    the task's plan, as Spark's own, reads 3 of them)."""
     parents = {c.id: s for s in root.walk() for c in s.children}
 
     def unstored(seg: Segment) -> bool:
         return (
             seg.id in parents and parents[seg.id].id in derived
-            and seg.kind != "d" and not seg.functions and not seg.aggregations
+            and not seg.functions and not seg.aggregations
             and not any(c.is_reason for c in seg.top.columns)
             and exact_in_duckdb(seg, lid_columns(seg))
             and _small_local(store, seg.leaves)

@@ -27,7 +27,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from materialization import duck
-from materialization.capture import LID, MATCHED, SIDE, Capturer, flat_fields, lid_columns, traced_leaves
+from materialization.capture import (
+    LID,
+    MATCHED,
+    SIDE,
+    Capturer,
+    derived_tags,
+    flat_fields,
+    lid_columns,
+    traced_leaves,
+)
 from materialization.compile import TAG_PREFIX, read_source, ref
 from materialization.duck_expressions import register_functions
 from materialization.duck_plan import DuckPlan, Rel, column_types, quoted, source_scan
@@ -377,8 +386,11 @@ class DuckFrames:
         self, seg: Segment, plan: Mapping[str, Sequence[str]], children: Mapping[int, str]
     ) -> tuple[str, str, dict[str, dict[str, Any]]]:
         """The tagged body in DuckDB, a source row's tag a struct of its captured attributes,
-        a child's its lineage id; each row's id DuckDB's hash of the values that name it."""
+        a child's its lineage id; each row's id DuckDB's hash of the values that name it. A
+        difference: its output, and its left rows equal to each (:meth:`derived`)."""
         duck = DuckPlan(self.con, column_types(seg), lambda uri: f"({self.read(uri)})")
+        if seg.is_d:
+            return self._difference_again(seg, plan, children, duck)
         inputs, tags = {}, {}
         for j, leaf in enumerate(seg.leaves):
             tag = f"{TAG_PREFIX}{j}"
@@ -412,6 +424,18 @@ class DuckFrames:
             body = duck.compile(seg.body_top, inputs, tagged=True)
         rows = self.keep(f"SELECT {', '.join(picked)} FROM ({body.sql})")
         return self.keep(f"SELECT {', '.join(columns)}, {quoted(LID)} FROM ({rows})"), rows, tags
+
+    def _difference_again(
+        self, seg: Segment, plan: Mapping[str, Sequence[str]], children: Mapping[int, str], duck: DuckPlan
+    ) -> tuple[str, str, dict[str, dict[str, Any]]]:
+        inputs = {
+            id(leaf): Rel(f"SELECT * FROM ({children[j]})", tuple(c.id for c in leaf.columns))
+            for j, leaf in enumerate(seg.leaves)
+        }
+        kept = duck.compile(seg.top, inputs, tagged=False)
+        lid = f"CAST(hash({', '.join(map(quoted, lid_columns(seg)))}) >> 1 AS BIGINT) AS {quoted(LID)}"
+        output = self.keep(f"SELECT *, {lid} FROM ({kept.sql})")
+        return output, self.keep(self.derived(seg, plan, output, children)), derived_tags(seg, plan)
 
     def lids(self, rel: str) -> str:
         return f"SELECT DISTINCT {quoted(LID)} FROM ({rel})"

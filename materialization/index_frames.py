@@ -432,9 +432,10 @@ class DuckFrames:
     def _difference_again(
         self, seg: Segment, plan: Mapping[str, Sequence[str]], children: Mapping[int, str], duck: DuckPlan
     ) -> tuple[str, str, dict[str, dict[str, Any]]]:
-        inputs = {
+        inputs = {  # a child segment's rows; a source table is scanned
             id(leaf): Rel(f"SELECT * FROM ({children[j]})", tuple(c.id for c in leaf.columns))
             for j, leaf in enumerate(seg.leaves)
+            if j in children
         }
         kept = duck.compile(seg.top, inputs, tagged=False)
         lid = f"CAST(hash({', '.join(map(quoted, lid_columns(seg)))}) >> 1 AS BIGINT) AS {quoted(LID)}"

@@ -412,8 +412,7 @@ class DuckFrames:
                 continue
             tags[tag] = {"leaf": j, "array": False}
         columns = [quoted(c.id) for c in seg.top.columns]
-        lid = f"CAST(hash({', '.join(map(quoted, lid_columns(seg)))}) >> 1 AS BIGINT) AS {quoted(LID)}"
-        picked = [*columns, lid, *map(quoted, tags)]
+        picked = [*columns, _hashed_lid(seg), *map(quoted, tags)]
         if isinstance(seg.top, OuterJoin):  # each input marked, so a padded row is told apart
             markers = [f"{SIDE}{k}" for k in range(2)]
             marked = {}
@@ -438,8 +437,7 @@ class DuckFrames:
             if j in children
         }
         kept = duck.compile(seg.top, inputs, tagged=False)
-        lid = f"CAST(hash({', '.join(map(quoted, lid_columns(seg)))}) >> 1 AS BIGINT) AS {quoted(LID)}"
-        output = self._computed(f"SELECT *, {lid} FROM ({kept.sql})")
+        output = self._computed(f"SELECT *, {_hashed_lid(seg)} FROM ({kept.sql})")
         return output, self._computed(self.derived(seg, plan, output, children)), derived_tags(seg, plan)
 
     def lids(self, rel: str) -> str:
@@ -521,6 +519,12 @@ class DuckFrames:
 
     def release(self) -> None:
         self.con.close()
+
+
+def _hashed_lid(seg: Segment) -> str:
+    """A recomputed row's lineage id: DuckDB's hash of the values that name it, as a
+    non-negative bigint (no one else reads these ids; its parent joins to it by values)."""
+    return f"CAST(hash({', '.join(map(quoted, lid_columns(seg)))}) >> 1 AS BIGINT) AS {quoted(LID)}"
 
 
 def frames_for(spark: SparkSession, store: ResultsStore, staging: str, sources: Sequence[Source]) -> Frames:

@@ -250,13 +250,18 @@ def derivable(seg: Segment) -> bool:
     semi-join's right rows as an inner join's; a difference's body is its left input), and
     its lineage is a function of those rows alone (kept or not, and the output row its values
     name), so it can be derived from the inputs after the task: no tags in the task, and no
-    second pass over the body for a semi-join, a scan aggregation or a difference."""
+    second pass over the body for a semi-join, a scan aggregation or a difference. Also σ π ⋈
+    over a child segment, with no model call: derived, its children need not be stored
+    (``execute._recomputed``; TPC-H Q2's and Q11's projections over their subqueries)."""
     if seg.is_d:
         return True
     if seg.kind == "outer":  # a padded row's NULL tags, and its check: captured in the task
         return False
     semi = any(isinstance(op, Join) and op.semi for op in seg.operators)
-    return (bool(seg.aggregations) or semi) and not any(isinstance(op, Union) for op in seg.operators)
+    if seg.aggregations or semi:
+        return not any(isinstance(op, Union) for op in seg.operators)
+    plain = all(isinstance(op, (Selection, Projection, Join)) for op in seg.operators)
+    return plain and bool(seg.children) and not seg.functions
 
 
 def traced_leaves(seg: Segment) -> tuple[Node, ...]:

@@ -26,8 +26,7 @@ from materialization.compile import Compiler, finish, runs_as_anti_join
 from materialization.duck_plan import exact_in_duckdb
 from materialization.formulas import capture_formulas
 from materialization.garbage import OWNER, owner
-from materialization.index_frames import frames_for
-from materialization.indexes import IndexBuilder
+from materialization.indexes import build_indexes
 from materialization.store import ResultsStore, StoreError
 from materialization.strategies import run_mode, stores
 from models.checksums import udf_models
@@ -37,7 +36,10 @@ from segmenter.operators import Function, Node, Source, Task, to_dict
 from segmenter.segments import Segment, render_segments
 
 Progress = Callable[[str], None]
-DERIVED_BYTES = 1 << 30  # larger snapshots: the tags ride in the task, or a second pass writes them
+# local snapshots beyond it: the tags ride in the task, or a second pass writes them. None: any
+# size, DuckDB spilling to disk and Spark composing the indexes where it still runs out of
+# memory (indexes.build_indexes)
+DERIVED_BYTES: int | None = None
 
 
 class UDFError(LineageError):
@@ -104,13 +106,11 @@ def execute_run(
         if captured is not None:
             progress("building the lineage indexes")
             captured["segments"][str(root.id)]["output"] = "output"
-            sources = [leaf for seg in root.walk() for leaf in seg.leaves if isinstance(leaf, Source)]
-            builder = IndexBuilder(
-                frames_for(spark, store, staging, sources),
-                store, staging, root, captured["segments"], captured["plan"], capture, shared.firsts,
-            )
             index_started = time.perf_counter()
-            captured.update(builder.build())
+            captured.update(build_indexes(
+                spark, store, staging, root, captured["segments"], captured["plan"], capture,
+                shared.firsts, progress,
+            ))  # fmt: skip
             captured["index_seconds"] = time.perf_counter() - index_started
             record["capture"] = captured
         if confidence:
@@ -304,8 +304,8 @@ def _inputs(capturer: Capturer, seg: Segment, outputs: dict[int, DataFrame]) -> 
 def _derived_in_process(store: ResultsStore, staging: str, root: Segment) -> frozenset[int]:
     """Aggregations, semi-joins and differences (:func:`derivable`) whose lineage the index
     builder derives in process from the source snapshots and the children's stored rows, with
-    no tags in the task: the store and snapshots are local files, together at most
-    ``DERIVED_BYTES``, and DuckDB evaluates the body's expressions and compares the values
+    no tags in the task: the store and snapshots are local files (within ``DERIVED_BYTES``
+    where set), and DuckDB evaluates the body's expressions and compares the values
     naming an output row as Spark does.
     TPC-H Q1 at SF 1: a 1.0 s Spark pass writing 6 M rows gone (DuckDB derives and writes the
     sorted pairs in 0.5 s). Q10: the tags' ``collect_list`` no longer makes the task's
@@ -325,19 +325,21 @@ def _recomputed(
 ) -> frozenset[int]:
     """Segments an eager capture does not store: the index builder evaluates them again in
     process (``Frames.recomputed``), where each one's parent derives its lineage there
-    (``derived``), so that nothing else needs its rows' lineage ids as the task made them. A
-    join, an outer join, a filter or a difference with no model call and no aggregation,
-    DuckDB evaluating it exactly, over local snapshots within ``DERIVED_BYTES``; copies of one
-    subtree (:meth:`Segment.firsts`) all of them or none. TPC-H Q13 at SF 1: its outer join's
+    (``derived``) or is itself evaluated again, so that nothing else needs its rows' lineage
+    ids as the task made them. A join, an outer join, a filter, a difference or an
+    aggregation whose lineage is derived, with no model call, DuckDB evaluating it exactly,
+    over local snapshots (within ``DERIVED_BYTES`` where set); copies of one subtree
+    (:meth:`Segment.firsts`) all of them or none. TPC-H Q20 at SF 1: the aggregation of a
+    year's line items its outer join reads. Q13: its outer join's
     1.5 M rows; Q21: its difference, T₁ (a four-table join), T₁ ⋉ T₂ and T₁'s copy in it (the
     difference stored hashed every one of T₁'s 37 columns into its rows' lineage ids, where
     the task's plan, as Spark's own, reads 3 of them)."""
     parents = {c.id: s for s in root.walk() for c in s.children}
 
-    def unstored(seg: Segment) -> bool:
+    def eligible(seg: Segment) -> bool:
         return (
-            seg.id in parents and parents[seg.id].id in derived
-            and not seg.functions and not seg.aggregations
+            seg.id in parents
+            and not seg.functions and (not seg.aggregations or seg.id in derived)
             and not any(c.is_reason for c in seg.top.columns)
             and exact_in_duckdb(seg, lid_columns(seg))
             and _small_local(store, seg.leaves)
@@ -346,7 +348,16 @@ def _recomputed(
     copies: dict[int, list[Segment]] = {}
     for seg in root.walk():
         copies.setdefault(firsts[seg.id].id, []).append(seg)
-    return frozenset(s.id for group in copies.values() if all(map(unstored, group)) for s in group)
+    found = frozenset(s.id for group in copies.values() if all(map(eligible, group)) for s in group)
+    while True:  # each one's parent derived, or itself evaluated again: down from the root
+        kept = frozenset(
+            s.id for group in copies.values()
+            if all(s.id in found and parents[s.id].id in derived | found for s in group)
+            for s in group
+        )  # fmt: skip
+        if kept == found:
+            return found
+        found = kept
 
 
 def _packing(store: ResultsStore, source: Source, attrs: tuple[str, ...]) -> list[list[Any]] | None:
@@ -363,7 +374,9 @@ def _packing(store: ResultsStore, source: Source, attrs: tuple[str, ...]) -> lis
 
 def _small_local(store: ResultsStore, leaves: Sequence[Node]) -> bool:
     sizes = [store.source_size(leaf) for leaf in leaves if isinstance(leaf, Source)]
-    return None not in sizes and sum(s for s in sizes if s is not None) <= DERIVED_BYTES
+    if None in sizes:
+        return False
+    return DERIVED_BYTES is None or sum(s for s in sizes if s is not None) <= DERIVED_BYTES
 
 
 def _store_segment(

@@ -387,14 +387,15 @@ class DuckFrames:
     ) -> tuple[str, str, dict[str, dict[str, Any]]]:
         """The tagged body in DuckDB, a source row's tag a struct of its captured attributes,
         a child's its lineage id; each row's id DuckDB's hash of the values that name it. A
-        difference: its output, and its left rows equal to each (:meth:`derived`). Computed
+        difference or an aggregation (whose lineage is derived): its output, then the rows
+        of its body that each output row's values name (:meth:`derived`). Computed
         once, as bags: the output is read as a stored one is, whose rows repeat as the task
         made them, and every pair is made distinct where it is written (TPC-H Q13 at SF 1:
         without DISTINCT over its outer join's 1.5 M tagged rows and again over its output,
         the index build 7.1-7.5 → 5.2-5.6 s)."""
         duck = DuckPlan(self.con, column_types(seg), lambda uri: f"({self.read(uri)})")
-        if seg.is_d:
-            return self._difference_again(seg, plan, children, duck)
+        if seg.is_d or seg.aggregations:
+            return self._derived_again(seg, plan, children, duck)
         inputs, tags = {}, {}
         for j, leaf in enumerate(seg.leaves):
             tag = f"{TAG_PREFIX}{j}"
@@ -428,7 +429,7 @@ class DuckFrames:
         rows = self._computed(f"SELECT {', '.join(picked)} FROM ({body.sql})")
         return f"SELECT {', '.join(columns)}, {quoted(LID)} FROM ({rows})", rows, tags
 
-    def _difference_again(
+    def _derived_again(
         self, seg: Segment, plan: Mapping[str, Sequence[str]], children: Mapping[int, str], duck: DuckPlan
     ) -> tuple[str, str, dict[str, dict[str, Any]]]:
         inputs = {  # a child segment's rows; a source table is scanned
@@ -524,7 +525,9 @@ class DuckFrames:
 def _hashed_lid(seg: Segment) -> str:
     """A recomputed row's lineage id: DuckDB's hash of the values that name it, as a
     non-negative bigint (no one else reads these ids; its parent joins to it by values)."""
-    return f"CAST(hash({', '.join(map(quoted, lid_columns(seg)))}) >> 1 AS BIGINT) AS {quoted(LID)}"
+    named = lid_columns(seg)  # none: a one-row aggregation's
+    hashed = f"hash({', '.join(map(quoted, named))}) >> 1" if named else "0"
+    return f"CAST({hashed} AS BIGINT) AS {quoted(LID)}"
 
 
 def frames_for(spark: SparkSession, store: ResultsStore, staging: str, sources: Sequence[Source]) -> Frames:

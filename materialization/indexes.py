@@ -29,10 +29,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+import duckdb
+from pyspark.sql import SparkSession
+
 from materialization import duck
 from materialization.capture import LID, MATCHED, Capture, distinct_as_captured, traced_leaves
 from materialization.compressed_index import COMPRESSED, write_compressed, write_paths
-from materialization.index_frames import REF, Frames
+from materialization.index_frames import REF, Frames, SparkFrames, frames_for
 from materialization.provrc.paths import Step, encode_paths
 from materialization.provrc.tuples import FN
 from materialization.restore import stored_columns
@@ -271,11 +274,7 @@ class IndexBuilder:
     def build(self) -> dict[str, Any]:
         """Write the indexes; returns what was written (names, attributes, bytes)."""
         try:
-            with duck.bounded(
-                "building the eager indexes in process",
-                "nothing of the run was kept; set it higher, or run the task with backend='lazy'",
-            ):
-                return self._build()
+            return self._build()
         finally:
             self.f.release()
 
@@ -437,3 +436,40 @@ class IndexBuilder:
         duplicates are dropped where they are read), sorted by ``order`` in each file."""
         self.f.write(rel, f"{self.staging}/{path}", order, distinct=not as_is)
         return {"dir": path, "bytes": self.store.size(f"{self.staging}/{path}")}
+
+
+def build_indexes(
+    spark: SparkSession,
+    store: ResultsStore,
+    staging: str,
+    root: Segment,
+    segments: dict[str, dict[str, Any]],
+    plan: Mapping[str, Sequence[str]],
+    capture: Capture,
+    firsts: dict[int, Segment],
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """The run's indexes, composed by DuckDB where the staged capture and the sources are
+    local files (:func:`frames_for`), else by Spark; and by Spark where DuckDB, which spills
+    to disk first, still needs more memory than ``AL_DUCKDB_MEMORY``: the run is kept, not
+    lost (what DuckDB wrote is removed first). ``composed_by`` records which."""
+    sources = [leaf for seg in root.walk() for leaf in seg.leaves if isinstance(leaf, Source)]
+    frames = frames_for(spark, store, staging, sources)
+
+    def built(f: Frames) -> dict[str, Any]:
+        found = IndexBuilder(f, store, staging, root, segments, plan, capture, firsts).build()
+        return found | {"composed_by": "duckdb" if f.in_process else "spark"}
+
+    try:
+        return built(frames)
+    except duckdb.OutOfMemoryException:
+        if not frames.in_process:
+            raise
+    progress(
+        f"building the lineage indexes: DuckDB needed more than its {duck.memory_limit()} "
+        "(AL_DUCKDB_MEMORY); composing them with Spark"
+    )
+    for folder in ("eager", COMPRESSED):
+        if store.exists(f"{staging}/{folder}"):
+            store.delete(f"{staging}/{folder}")
+    return built(SparkFrames(spark))

@@ -226,17 +226,21 @@ def trace(outcome: Outcome, runs: dict[str, Run], names: list[str], chosen: list
                 raise Failed("disagrees", "lineage", f"{way}, row {given[0]}: " + "; ".join(diff))
 
 
-WAYS = {"fm": {"strategy": "fm"}, "eager": {"backend": "eager"}, "compressed": {"backend": "compressed"}}
+WAYS: dict[str, dict[str, Any]] = {
+    "fm": {"strategy": "fm"}, "eager": {"backend": "eager"}, "compressed": {"backend": "compressed"},
+}
 
 
-def rounds(als: LineageSession, outcome: Outcome, sql: str, ways: list[str], repeat: int, log: Log) -> None:
+def rounds(
+    als: LineageSession, outcome: Outcome, sql: str, ways: dict[str, dict[str, Any]], repeat: int, log: Log
+) -> None:
     """``repeat`` rounds of plain Spark and each way, alternating (a round's ratios share its
     load), each run's folder deleted after it."""
     for k in range(repeat):
         seconds, _ = step("spark", lambda: als.sql(sql).collect())
         outcome.rounds_s.setdefault("plain", []).append(seconds)
-        for way in ways:
-            seconds, run = step(way, partial(als.run, als.sql(sql), **WAYS[way]))
+        for way, options in ways.items():
+            seconds, run = step(way, partial(als.run, als.sql(sql), **options))
             outcome.rounds_s.setdefault(way, []).append(seconds)
             als.store.delete(run.dir)
         log(f"{outcome.query}: round {k + 1} of {repeat}: " + ", ".join(
@@ -246,9 +250,11 @@ def rounds(als: LineageSession, outcome: Outcome, sql: str, ways: list[str], rep
 
 def measure(
     als: LineageSession, name: str, sql: str, sample: int, seed: int, keep: bool, log: Log,
-    ways: tuple[str, ...] = ("fm", "eager"), repeat: int = 0,
+    ways: dict[str, dict[str, Any]] | None = None, repeat: int = 0,
 ) -> Outcome:
     """One query through every step; the first failure ends it with its status."""
+    ways = ways or {w: WAYS[w] for w in ("fm", "eager")}
+    names = list(ways)
     outcome = Outcome(name)
     runs: dict[str, Run] = {}
     try:
@@ -257,20 +263,20 @@ def measure(
         outcome.output_rows = len(answer)
         log(f"{name}: Spark gives {len(answer)} row(s) in {outcome.spark_s:.1f} s; running fm")
         rows: list[tuple] = []
-        for way, then in zip(ways, [*ways[1:], None]):
-            outcome.task_s[way], runs[way] = step(way, partial(als.run, als.sql(sql), **WAYS[way]))
+        for way, then in zip(names, [*names[1:], None]):
+            outcome.task_s[way], runs[way] = step(way, partial(als.run, als.sql(sql), **ways[way]))
             rows = compare_output(way, runs[way], expected)
             outcome.store_bytes[way] = als.store.size(runs[way].dir)
             if then is not None:
                 log(f"{name}: {way} run {outcome.task_s[way]:.1f} s; running {then}")
         chosen = random.Random(f"{seed}:{name}").sample(rows, min(sample, len(rows)))
-        log(f"{name}: {ways[-1]} run {outcome.task_s[ways[-1]]:.1f} s; asking {len(chosen)} row(s) of each")
+        log(f"{name}: {names[-1]} run {outcome.task_s[names[-1]]:.1f} s; asking {len(chosen)} row(s) of each")
         trace(outcome, runs, runs["fm"].output.columns, chosen)
         if not rows:
             outcome.detail = "no output row: outputs checked, no lineage asked"
         if repeat:
             log(f"{name}: answers agree; timing {repeat} round(s)")
-            rounds(als, outcome, sql, list(ways), repeat, log)
+            rounds(als, outcome, sql, ways, repeat, log)
     except Failed as failed:
         outcome.status, outcome.phase = failed.status, failed.phase
         outcome.detail, outcome.error_type = failed.detail, failed.error_type
@@ -387,26 +393,37 @@ def parse_queries(spec: str) -> list[str]:
     return names
 
 
-def session(data: Path, sf: str) -> LineageSession:
-    """A session on this scale factor's store, the TPC-H tables registered once per store."""
-    als = LineageSession(store=str(data / f"tpch-coverage-store-sf{sf}"), progress=lambda m: None)
+def session(data: Path, sf: str, in_place: bool = False) -> LineageSession:
+    """A session on this scale factor's store, the TPC-H tables registered once per store or,
+    ``in_place``, temp views over the generated files (read where they are, as a user's
+    ``spark.read`` would: no copy, which at SF 10 would take longer than the queries)."""
+    store = data / f"tpch-{'in-place' if in_place else 'coverage'}-store-sf{sf}"
+    als = LineageSession(store=str(store), progress=lambda m: None)
     als.spark.sparkContext.setLogLevel("ERROR")
-    if not set(PRIMARY_KEYS) <= set(als.store.source_names()):
-        register_tpch(als, generate(float(sf), data / f"tpch-sf{sf}"))
+    files = generate(float(sf), data / f"tpch-sf{sf}")
+    if in_place:
+        for table in PRIMARY_KEYS:
+            als.spark.read.parquet(str(files.resolve() / f"{table}.parquet")).createOrReplaceTempView(table)
+    elif not set(PRIMARY_KEYS) <= set(als.store.source_names()):
+        register_tpch(als, files)
     return als
 
 
-def ways_of(args: argparse.Namespace) -> tuple[str, ...]:
-    return ("fm", "eager", "compressed") if args.compressed else ("fm", "eager")
+def ways_of(args: argparse.Namespace, sql: str = "") -> dict[str, dict[str, Any]]:
+    """Each way's ``als.run`` options for ``sql``, by name; in place, the primary keys of the
+    tables it reads name their rows (``keys=`` refuses a table the task does not read)."""
+    names = ("fm", "eager", "compressed") if args.compressed else ("fm", "eager")
+    read = {t: k for t, k in PRIMARY_KEYS.items() if re.search(rf"\b{t}\b", sql, re.IGNORECASE)}
+    return {w: {**WAYS[w], **({"keys": read} if args.in_place else {})} for w in names}
 
 
 def child(args: argparse.Namespace) -> int:
     """``--one Qn --result file``: measures one query, writes its outcome as JSON."""
     progress = Progress(sys.stderr)
-    als = session(Path(args.data), args.sf)
+    als = session(Path(args.data), args.sf, args.in_place)
     outcome = measure(
         als, args.one, QUERIES[args.one], args.sample, args.seed, args.keep_runs, progress.say,
-        ways_of(args), args.repeat,
+        ways_of(args, QUERIES[args.one]), args.repeat,
     )
     outcome.peak_mb = peak_mb()
     Path(args.result).write_text(json.dumps(asdict(outcome), default=str))
@@ -440,6 +457,7 @@ def isolated(name: str, args: argparse.Namespace, logs: Path) -> Outcome:
         sys.executable, "-m", "cda_workload.benchmarks.tpch_coverage", "--one", name, "--sf", args.sf,
         "--sample", str(args.sample), "--seed", str(args.seed), "--data", args.data,
         "--repeat", str(args.repeat), *(["--compressed"] if args.compressed else []),
+        *(["--in-place"] if args.in_place else []),
     ]  # fmt: skip
     log_file = logs / f"{name}.log"
     lines: list[str] = []
@@ -523,6 +541,10 @@ def main(argv: list[str] | None = None) -> int:
         help="after the checks, rounds of plain Spark and each way, alternating (default 0: none)",
     )
     parser.add_argument("--compressed", action="store_true", help="also the compressed backend")
+    parser.add_argument(
+        "--in-place", action="store_true",
+        help="read the generated files in place (temp views, keys= the primary keys), not registered copies",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: this query only
     parser.add_argument("--result", help=argparse.SUPPRESS)  # where a child writes its outcome
     args = parser.parse_args(argv)
@@ -535,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with progress.working(f"TPC-H SF {args.sf}: generating the tables (or reusing them)"):
         generate(float(args.sf), data / f"tpch-sf{args.sf}")
-    als = session(data, args.sf) if args.in_process else None
+    als = session(data, args.sf, args.in_place) if args.in_process else None
     info: dict[str, Any] = {
         "sf": float(args.sf),
         "sample": args.sample,
@@ -546,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "load_before": os.getloadavg(),
         "ways": list(ways_of(args)),
+        "sources": "read in place (temp views over the files)" if args.in_place else "registered copies",
+        "spark": {k: os.environ[k] for k in ("AL_SHUFFLE_PARTITIONS", "AL_DRIVER_MEMORY") if k in os.environ},
         "repeat": args.repeat,
     }
     outcomes: list[Outcome] = []
@@ -554,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         if als is not None:
             outcome = measure(
                 als, name, QUERIES[name], args.sample, args.seed, args.keep_runs, progress.say,
-                ways_of(args), args.repeat,
+                ways_of(args, QUERIES[name]), args.repeat,
             )
         else:
             outcome = isolated(name, args, out / "logs")

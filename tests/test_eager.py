@@ -1049,6 +1049,9 @@ def test_small_eager_answers_run_no_spark_job(runs: Runs) -> None:
         lin = run.lineage(rows=[("Reject", 1)])
         assert lin.source_ids("loan") == {("L02",)}
         assert len(lin.reasoning_rows()) == 1
+    with pytest.MonkeyPatch.context() as patch, spark_jobs() as past_bound:
+        patch.setattr("tracing.parquet_reader.LOCAL_ROWS", 0)  # as a row of millions of source rows
+        assert run.lineage(rows=[("Reject", 1)]).source_rows("loan") == lin.source_rows("loan")
     with spark_jobs() as eager_forward:
         fwd = run.forward(table="loan", ids=["L02", "L03"])
         assert len(fwd) == 2
@@ -1061,6 +1064,7 @@ def test_small_eager_answers_run_no_spark_job(runs: Runs) -> None:
     with spark_jobs() as on_spark:  # the control: tracing queries forced onto Spark are jobs
         run.lineage(rows=[("Reject", 1)], backend="lazy", engine="spark").source_rows("loan")
     assert eager_backward == [0] and eager_forward == [0] and in_process == [0] and eager_where == [0]
+    assert past_bound == [0]  # a per-row answer is read in process, however large (a local store)
     assert on_spark[0] > 0 and spark_where[0] > 0
     for found in (by_where, by_spark):
         assert found.source_rows("loan") == lin.source_rows("loan")

@@ -45,9 +45,11 @@ from tracing.lineage import (
     AugmentedLineage,
     ByRow,
     CallKey,
+    Deferred,
     Reads,
     ReasoningRows,
     TraceStat,
+    as_arrow,
     call_key,
     entered_by,
     for_each,
@@ -236,6 +238,7 @@ class EagerIndex:
                     checks.setdefault(name, []).append((rows, seg.check_id))
                 stats.append(self._stat(f"{what} {d}: {name}", started, 1, name, found.num_rows))
         source: dict[str, pa.Table | DataFrame] = {}
+        deferred: dict[str, Deferred] = {}  # control rows, counted, read when asked
         reasoning: list[ReasoningRows] = []
         by_row = ByRow({}, [], self._numbered(targets)) if numbered else None
         reads: Reads = {}
@@ -245,9 +248,18 @@ class EagerIndex:
             started = time.perf_counter()
             if name.startswith("src-"):
                 table = name[len("src-") :]
+                read = functools.partial(self._read_rows, table, numbered)
+                if name in checked and self.keyed(table):  # only the contributing rows read now
+                    parts = data.get(name) or [owned.slice(0, 0)]
+                    used = pa.concat_tables(parts, promote_options="permissive")
+                    used = _distinct(used.drop_columns([LID]) if numbered else used)
+                    found, deferred[table] = used, Deferred(self._unused(found, used), read)
                 source[table] = self._source_rows(table, found, local=numbered)
                 if by_row is not None:
                     by_row.source[table] = self._owned(source[table], owned, by_row.targets)
+                    if table in deferred:
+                        later = self._owned(deferred[table].ids, owned, by_row.targets)
+                        by_row.deferred[table] = Deferred(later, read)
                 stats.append(
                     self._stat(f"source rows of {table}", started, found.num_rows, table, found.num_rows)
                 )
@@ -271,8 +283,8 @@ class EagerIndex:
             contributing = {
                 t: self._source_rows(t, _distinct(pa.concat_tables(data.get(n) or [pairs[n][0].slice(0, 0)])))
                 for t in source
-                if (n := f"src-{t}") in checked
-            } | {t: found for t, found in source.items() if f"src-{t}" not in checked}
+                if (n := f"src-{t}") in checked and t not in deferred
+            } | {t: found for t, found in source.items() if f"src-{t}" not in checked or t in deferred}
         keys_ = {t: tuple(self.attrs(t)) for t in self.tables}
         return AugmentedLineage(
             source=source,
@@ -287,6 +299,7 @@ class EagerIndex:
             run_id=self.record["run_id"],
             control=control_reads(self.root),
             contributing=contributing,
+            deferred=deferred,
         )
 
     @staticmethod
@@ -399,7 +412,11 @@ class EagerIndex:
                 found[table] = _placed(pairs[name], checks[name], segs[0], attrs, by_row.targets)
                 continue
             if len(segs) == 1:
-                found[table] = entered_by(rows.select([*attrs, ROW_ID]), segs[0])  # type: ignore[union-attr]
+                named = [rows.select([*attrs, ROW_ID])]  # type: ignore[union-attr]
+                if table in by_row.deferred:
+                    named.append(by_row.deferred[table].ids.select([*attrs, ROW_ID]))
+                united = pa.concat_tables(named, promote_options="permissive")
+                found[table] = entered_by(united, segs[0])
                 continue
             if not index:
                 continue  # a run captured before answers gave rows' paths
@@ -460,6 +477,22 @@ class EagerIndex:
         for lid, d in zip(found.column(LID).to_pylist(), found.column("d").to_pylist()):
             serves.setdefault(d, []).append(lid)
         return dict(sorted(serves.items()))
+
+    def _unused(self, found: pa.Table, used: pa.Table) -> pa.Table:
+        """The key values of ``found`` not among ``used`` (each distinct)."""
+        con = self.reader.con
+        con.register("f", found)
+        con.register("u", used)
+        try:
+            on = " AND ".join(f"f.{quoted(a)} IS NOT DISTINCT FROM u.{quoted(a)}" for a in found.column_names)
+            return con.sql(f"SELECT f.* FROM f ANTI JOIN u ON {on}").to_arrow_table()
+        finally:
+            con.unregister("f")
+            con.unregister("u")
+
+    def _read_rows(self, table: str, local: bool, attrs: pa.Table) -> pa.Table:
+        """:meth:`_source_rows` in Arrow: deferred control rows, read when asked for."""
+        return as_arrow(self._source_rows(table, attrs, local=local))
 
     def _source_rows(self, table: str, attrs: pa.Table, local: bool = False) -> pa.Table | DataFrame:
         """``table``'s rows that ``attrs`` name; ``local``: read in this process wherever the

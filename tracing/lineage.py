@@ -85,6 +85,31 @@ class TraceStat:
 
 
 @dataclass(frozen=True)
+class Deferred:
+    """Rows of one table named by their key values alone (with the ``ROW_ID`` of the targets
+    they serve, in a per-row answer), read from the source only when asked for: the rows an
+    answer holds only as control lineage, counted first (TPC-H Q21 at SF 1: one row's 342 k
+    line items checked by NOT EXISTS, reading them was 1.6 s of its 2.5 s question)."""
+
+    ids: pa.Table
+    read: Callable[[pa.Table], pa.Table]  # key values -> the whole rows they name
+
+    @property
+    def count(self) -> int:
+        return self.ids.num_rows
+
+    def serving(self, ids: list[int]) -> Deferred:
+        return replace(self, ids=_serving(self.ids, ids))
+
+    def distinct(self) -> Deferred:
+        """Each row once, whichever targets it serves."""
+        return replace(self, ids=_distinct(self.ids) if ROW_ID in self.ids.column_names else self.ids)
+
+    def rows(self) -> pa.Table:
+        return self.read(self.distinct().ids)
+
+
+@dataclass(frozen=True)
 class ByRow:
     """The answer's rows with ``ROW_ID``: which chosen output row each serves (a row that
     serves several is there once for each). ``via`` has each table's source rows (by the
@@ -94,6 +119,7 @@ class ByRow:
     reasoning: list[ReasoningRows]
     targets: Rows | None = None
     via: dict[str, Rows] = field(default_factory=dict)
+    deferred: dict[str, Deferred] = field(default_factory=dict)  # control rows not read yet
 
     def local(self) -> ByRow:
         """The same rows as Arrow tables (a per-row answer is small: it is read in process)."""
@@ -102,6 +128,7 @@ class ByRow:
             [replace(e, rows=as_arrow(e.rows)) for e in self.reasoning],
             None if self.targets is None else as_arrow(self.targets),
             {t: as_arrow(r) for t, r in self.via.items()},
+            self.deferred,
         )
 
     def merged(self, queries: list[TraceStat], keys: dict[str, Sequence[str]]) -> AugmentedLineage:
@@ -112,6 +139,7 @@ class ByRow:
             reasoning=[replace(e, rows=_distinct(e.rows)) for e in self.reasoning],
             queries=queries,
             by_row=self,
+            deferred={t: d.distinct() for t, d in self.deferred.items()},
         )
 
     def only(self, ids: list[int]) -> ByRow:
@@ -121,6 +149,7 @@ class ByRow:
             [replace(e, rows=_serving(e.rows, ids)) for e in self.reasoning],
             None if self.targets is None else _serving(self.targets, ids, shared=False),
             {t: _serving(r, ids) for t, r in self.via.items()},
+            {t: d.serving(ids) for t, d in self.deferred.items()},
         )
 
 
@@ -145,6 +174,8 @@ class AugmentedLineage:
     contributing: dict[str, Rows] | None = None  # an answer not kept per row: rows read outside control
     output: tuple[Col, ...] = ()  # the task's output columns: what lin.where("…") reads
     steps: dict[int, str] = field(default_factory=dict)  # segment id -> plain words (segmenter.step_words)
+    # per table, control rows not read yet (``source`` holds the others): counted, read when asked
+    deferred: dict[str, Deferred] = field(default_factory=dict)
     _split: dict[str, tuple[RowList, RowList]] = field(default_factory=dict, repr=False)
     _arrows: dict[str, tuple[pa.Table, pa.Table]] = field(default_factory=dict, repr=False)
     _cache: dict[str, list[dict[str, Any]]] = field(default_factory=dict, repr=False)
@@ -155,14 +186,29 @@ class AugmentedLineage:
     @property
     def tables(self) -> list[str]:
         """Source tables with at least one row in the lineage."""
-        return [t for t in sorted(self.source) if self._arrow(t).num_rows]
+        return [t for t in sorted(self.source) if self._held(t)]
 
-    def _arrow(self, table: str) -> pa.Table:
-        """``table``'s rows in Arrow, read once (a Spark engine's answer holds DataFrames)."""
+    def _held(self, table: str) -> int:
+        """How many of ``table``'s rows the answer holds, read or not."""
+        later = self.deferred.get(table)
+        return self._read(table).num_rows + (later.count if later is not None else 0)
+
+    def _read(self, table: str) -> pa.Table:
+        """``table``'s rows read so far in Arrow, once (a Spark engine's answer holds DataFrames)."""
         rows = self.source[table]
         if not isinstance(rows, pa.Table):
             self.source[table] = rows = as_arrow(rows)
         return rows
+
+    def _arrow(self, table: str) -> pa.Table:
+        """All of ``table``'s rows in Arrow: its :attr:`deferred` rows are read now."""
+        later = self.deferred.pop(table, None)
+        if later is not None:
+            rows = self._read(table)
+            read = later.rows().select(rows.column_names)
+            self.source[table] = pa.concat_tables([rows, read], promote_options="permissive")
+            self._arrows.pop(table, None)  # a split of the rows read before
+        return self._read(table)
 
     def source_rows(self, table: str) -> list[dict[str, Any]]:
         """Rows of ``table`` in the source lineage, sorted; [] when none contribute."""
@@ -208,8 +254,12 @@ class AugmentedLineage:
     def part_counts(self, table: str) -> tuple[int, int]:
         """How many of ``table``'s rows contribute and how many were only checked, counted in
         Arrow (none made a Python row); all contribute where the answer cannot tell."""
-        shown, checked = self._shown_parts(table)
-        return shown.num_rows, checked.num_rows
+        later = self.deferred.get(table)
+        if later is None:
+            shown, checked = self._shown_parts(table)
+            return shown.num_rows, checked.num_rows
+        used = self._contributing(table).num_rows
+        return used, self._read(table).num_rows - used + later.count
 
     def first_rows(self, table: str, part: str = "contributing", n: int = SHOW_ROWS) -> list[dict[str, Any]]:
         """The first ``n`` rows of ``table``'s ``part`` ("contributing", "control" or "all"),
@@ -217,8 +267,23 @@ class AugmentedLineage:
         terminal shows of an answer of a million rows (:meth:`part_counts` counts them)."""
         if part not in PARTS:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
-        rows = self._arrow(table) if part == "all" else self._shown_parts(table)[part == "control"]
-        return first_rows_of(rows, n)
+        return first_rows_of(self._part(table, part), n)
+
+    def _part(self, table: str, part: str) -> pa.Table:
+        """``table``'s rows of ``part``; the contributing ones without reading deferred rows."""
+        if part == "all":
+            return self._arrow(table)
+        if part == "contributing" and table in self.deferred:
+            return self._contributing(table)
+        return self._shown_parts(table)[part == "control"]
+
+    def _contributing(self, table: str) -> pa.Table:
+        """The contributing rows of an answer that holds ``table``'s control rows deferred:
+        among the rows read (every deferred row is a control row)."""
+        if table not in self._arrows:
+            rows = self._read(table)
+            self._arrows[table] = (rows.filter(self._used(table, rows)), rows.slice(0, 0))
+        return self._arrows[table][0]
 
     def _shown_parts(self, table: str) -> tuple[pa.Table, pa.Table]:
         """:meth:`_apart`, or every row as contributing where the answer cannot tell."""
@@ -231,7 +296,7 @@ class AugmentedLineage:
     def _apart(self, table: str) -> tuple[pa.Table, pa.Table]:
         """Contributing and control rows in Arrow, told apart once (LineageError where the
         answer cannot tell them apart)."""
-        if table not in self._arrows:
+        if table not in self._arrows or table in self.deferred:
             rows = self._arrow(table)
             used = self._used(table, rows)
             self._arrows[table] = (rows.filter(used), rows.filter(pc.invert(used)))
@@ -255,7 +320,7 @@ class AugmentedLineage:
 
     def _parts(self, table: str) -> tuple[RowList, RowList]:
         if table not in self._split:
-            if table not in self.source or not self.control.get(table):
+            if table not in self.source or not (self.control.get(table) or table in self.deferred):
                 self._split[table] = (self.source_rows(table), [])
             else:  # told apart in Arrow, made Python rows once apart
                 self._split[table] = tuple(map(collect_rows, self._apart(table)))  # type: ignore[assignment]
@@ -340,16 +405,16 @@ class AugmentedLineage:
         return found
 
     @gc_paused()
-    def paths(self, table: str) -> list[dict[str, Any]]:
+    def paths(self, table: str, among: RowList | None = None) -> list[dict[str, Any]]:
         """Per source row of ``table`` (its key values): the paths it reached the chosen rows
         by, each the segment ids from the root down to the segment that read it (Q2: a
-        supplier that only the min-cost subquery read comes by ``[0, 2]``, not ``[0]``)."""
+        supplier that only the min-cost subquery read comes by ``[0, 2]``, not ``[0]``).
+        ``among``: for these rows of the answer only (the rows a page shows)."""
         if self.by_row is None or table not in self.by_row.via:
             raise LineageError("paths are known for answers kept per output row: ask for chosen rows")
-        rows = as_arrow(self.by_row.via[table])
-        names = [c for c in rows.column_names if c not in (ROW_ID, SEGMENT)]
-        key = [k for k in self.keys.get(table, ()) if k in names] or names
-        picked = rows.select([*key, SEGMENT])
+        key, picked = self._entries(table)
+        if among is not None:
+            picked = _among(picked, key, among)
         if all(map(_sortable, picked.schema.types)):  # each row's segments gathered by Arrow
             grouped = picked.group_by(key, use_threads=False).aggregate([(SEGMENT, "distinct")])
             grouped = grouped.sort_by([(k, "ascending") for k in key])  # as collect_rows orders them
@@ -366,18 +431,38 @@ class AugmentedLineage:
         paths = {e: [list(p) for p in sorted({self.routes.get(s, (s,)) for s in e})] for e in set(entered)}
         return [{"row": r, "paths": paths[e]} for (r, _), e in zip(found, entered)]
 
+    def _entries(self, table: str) -> tuple[list[str], pa.Table]:
+        """The columns that name ``table``'s rows in the answer's via, and each row's
+        (key values, ``SEGMENT``) there."""
+        rows = as_arrow(self.by_row.via[table])  # type: ignore[union-attr]
+        names = [c for c in rows.column_names if c not in (ROW_ID, SEGMENT)]
+        key = [k for k in self.keys.get(table, ()) if k in names] or names
+        return key, rows.select([*key, SEGMENT])
+
     def path_notes(
-        self, table: str, said: Callable[[list[int]], str] = lambda p: " → ".join(map(str, p))
+        self,
+        table: str,
+        said: Callable[[list[int]], str] = lambda p: " → ".join(map(str, p)),
+        among: RowList | None = None,
     ) -> Callable[[dict[str, Any]], str]:
         """``0 → 2`` (its paths, each as ``said`` puts it) for each row of ``table``, where its
-        rows came by more than one path; else "" (the plan says it)."""
+        rows came by more than one path; else "" (the plan says it). ``among``: the rows a
+        page shows, the only ones given their paths (TPC-H Q21 at SF 1: every one of 342 k
+        line items' paths made in Python was 5.8 s of printing one row's answer)."""
         if self.by_row is None or table not in self.by_row.via:
             return lambda row: ""
-        entered = pc.unique(as_arrow(self.by_row.via[table]).column(SEGMENT)).to_pylist()
+        key, entries = self._entries(table)
+        entered = pc.unique(entries.column(SEGMENT)).to_pylist()
         if len({self.routes.get(s, (s,)) for s in entered}) < 2:  # one path for every row
             return lambda row: ""
-        found = self.paths(table)
-        if len({json.dumps(f["paths"]) for f in found}) < 2:
+        if all(map(_sortable, entries.schema.types)):  # each row by every segment: one way for all
+            ways = entries.group_by(key, use_threads=False).aggregate([(SEGMENT, "count_distinct")])
+            if pc.min(ways.column(f"{SEGMENT}_count_distinct")).as_py() == len(entered):
+                return lambda row: ""
+        elif len({json.dumps(f["paths"]) for f in self.paths(table)}) < 2:
+            return lambda row: ""
+        found = self.paths(table, among)
+        if not found:
             return lambda row: ""
         notes = {_row_key(f["row"]): "; ".join(dict.fromkeys(map(said, f["paths"]))) for f in found}
         key = list(found[0]["row"])
@@ -398,7 +483,7 @@ class AugmentedLineage:
     def counts(self) -> dict[str, int]:
         """Rows per source table and calls per UDF, without turning rows into Python objects
         (a lineage set can hold millions of rows)."""
-        found = {t: _count(rows) for t, rows in sorted(self.source.items())}
+        found = {t: self._held(t) for t in sorted(self.source)}
         for entry in self.reasoning:
             key = f"{entry.udf} calls"
             found[key] = found.get(key, 0) + _count(entry.rows)
@@ -413,9 +498,9 @@ class AugmentedLineage:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
         if table not in self.source:
             raise LineageError(f"no table {table!r} in this answer; it has {sorted(self.source)}")
-        if part == "all":
-            return self._arrow(table)
-        return self._apart(table)[part == "control"]
+        if part == "contributing" and table in self.deferred:
+            return self._contributing(table)
+        return self._arrow(table) if part == "all" else self._apart(table)[part == "control"]
 
     def to_parquet(self, folder: str) -> dict[str, dict[str, int]]:
         """Every table's rows into ``folder``/<table>.parquet, each with a column ``lineage``
@@ -555,6 +640,7 @@ class AugmentedLineage:
         return replace(
             self,
             source={t: _distinct(r, self.keys.get(t)) for t, r in part.source.items()},
+            deferred={t: d.distinct() for t, d in part.deferred.items() if d.count},
             reasoning=[replace(e, rows=_distinct(e.rows)) for e in part.reasoning],
             targets=part.targets.drop_columns([ROW_ID]),  # type: ignore[union-attr]
             confidence=confidence,
@@ -573,7 +659,7 @@ class AugmentedLineage:
         """The answer as plain values (JSON's shape, :data:`SCHEMA_VERSION`); an answer of
         more than ``max_rows`` source rows is refused in one line (None: no bound): it is
         written as Parquet (:meth:`to_parquet`), not listed."""
-        held = sum(r.num_rows for r in self.source.values() if isinstance(r, pa.Table))  # no Spark job
+        held = sum(self._held(t) for t, r in self.source.items() if isinstance(r, pa.Table))  # no Spark job
         if max_rows is not None and held > max_rows:
             raise LineageError(
                 f"this answer holds {held:,} source rows, more than its JSON lists ({max_rows:,}): "
@@ -636,21 +722,22 @@ class AugmentedLineage:
             lines.append(f"Confidence: {self.confidence}")
         lines.append("Source lineage" + (f" ({self.scope})" if self.scope else ""))
         for table in self.tables:
-            rows, checked = self._shown_parts(table)  # counted; only the rows shown made dicts
+            used, checked = self.part_counts(table)  # counted; only the rows shown made dicts
             origin = self.origins.get(table)
             read = ""
             if origin:
                 read = f" of {origin['location']} ({origin['format']}, {len(origin['files'])} file(s))"
-            lines.append(f"  {table}: {rows.num_rows} row(s){read}")
-            if checked.num_rows:
+            lines.append(f"  {table}: {used} row(s){read}")
+            if checked:
                 by = "; ".join(self.checks(table))
                 fetch = f"control_rows({table!r})"
-                lines.append(f"    + {checked.num_rows} row(s) only checked, by {by}: {fetch}")
-            via = self.path_notes(table)
+                lines.append(f"    + {checked} row(s) only checked, by {by}: {fetch}")
+            first = self.first_rows(table)
+            via = self.path_notes(table, among=first)
             placed = _file_place(origin["files"]) if origin and origin["row_id"] else fmt_row
-            for r in self.first_rows(table):
+            for r in first:
                 lines.append(f"    {placed(r)}" + (f"  (via segments {note})" if (note := via(r)) else ""))
-            lines += _more(rows.num_rows, "    ")
+            lines += _more(used, "    ")
         lines.append("Reasoning lineage")
         if not self.reasoning:
             lines.append("  (no function operator ran in reasoning mode on the way)")
@@ -680,8 +767,23 @@ class AugmentedLineage:
         return views.html(self)
 
     def __repr__(self) -> str:
-        counts = ", ".join(f"{t}: {len(self.source_rows(t))}" for t in self.tables)
+        counts = ", ".join(f"{t}: {self._held(t)}" for t in self.tables)
         return f"<AugmentedLineage source=({counts}) reasoning={len(self.reasoning_rows())} calls>"
+
+
+def _among(entries: pa.Table, key: Sequence[str], rows: RowList) -> pa.Table:
+    """The ``entries`` of the ``rows`` (by their ``key`` values), found by an Arrow join where
+    it compares the key exactly; else, or where a row is not found so, all of them."""
+    keys = entries.select(list(key))
+    if not joinable(keys):
+        return entries
+    try:
+        wanted = pa.Table.from_pylist([{k: r[k] for k in key} for r in rows], schema=keys.schema)
+    except (pa.ArrowException, KeyError, TypeError):  # a value made plain (a zoned time)
+        return entries
+    wanted = unique_rows(wanted)
+    found = entries.join(wanted, list(key), join_type="left semi", use_threads=False)
+    return found if unique_rows(found.select(list(key))).num_rows == wanted.num_rows else entries
 
 
 def _file_place(files: Sequence[str]) -> Callable[[dict[str, Any]], str]:

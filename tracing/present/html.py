@@ -196,7 +196,7 @@ def sources_html(lineage: AugmentedLineage, steps: Steps, limit: int = MAX_ROWS)
         count, checked = lineage.part_counts(table)  # only the rows shown are made dicts
         rows = lineage.first_rows(table, "contributing", limit)
         key = lineage.keys.get(table, ())
-        via = lineage.path_notes(table, lambda path: step_said(steps, path[-1]))
+        via = lineage.path_notes(table, lambda path: step_said(steps, path[-1]), among=rows)
         if any(via(r) for r in rows):  # rows that came by different paths (subqueries): say which
             rows = [{"read by": via(r), **r} for r in rows]
             key = ("read by", *key)

@@ -13,7 +13,8 @@ sha256 digest, ``digest_of`` saying of what:
 
 A question re-reads the size and time of every file (one ``stat``), and the digest where the
 time changed or the digest is a footer's, or a content digest within ``AL_VERIFY_BYTES``:
-a file touched but not changed passes.
+a file touched but not changed passes. A process hashes a file once while its size, times
+and inode stay.
 """
 
 from __future__ import annotations
@@ -90,9 +91,28 @@ def _changed(f: Mapping[str, Any], digest_of: str, budget: float) -> str | None:
     if info.size != f["size"]:
         return f"changed ({f['size']:,} -> {info.size:,} bytes)"
     rehash = digest_of == "footer" or info.mtime_ns != f["mtime_ns"] or f["size"] <= budget
-    if rehash and _digest(f["path"], digest_of, info.size) != f["sha256"]:
+    if rehash and _checked_digest(f["path"], digest_of, info) != f["sha256"]:
         return "changed (its sha256 differs)"
     return None
+
+
+_SEEN: dict[tuple[Any, ...], str] = {}  # a file's state when hashed -> its digest
+
+
+def _checked_digest(uri: str, digest_of: str, info: _Info) -> str:
+    """``_digest``, once per process while the file's size, modification time and (a local
+    file) inode and change time stay: every question of a session re-hashed TPC-H SF 1's
+    line items, 0.24 s of a 0.9 s question. The change time cannot be set back, as a
+    modification time can."""
+    local = local_file(uri)
+    extra = ()
+    if local is not None:
+        st = os.stat(local)
+        extra = (st.st_ino, st.st_ctime_ns)
+    state = (uri, digest_of, info.size, info.mtime_ns, *extra)
+    if state not in _SEEN:
+        _SEEN[state] = _digest(uri, digest_of, info.size)
+    return _SEEN[state]
 
 
 class _Info(NamedTuple):

@@ -310,6 +310,8 @@ class EagerIndex:
         """``rows`` (one table's answer, each row once) with the ``ROW_ID`` of each target
         whose own lineage, by ``pairs`` (``LID``, attribute values), holds them."""
         local = rows if isinstance(rows, pa.Table) else rows.toArrow()
+        if targets.num_rows == 1:  # each row was read for the one target (Q21 at SF 1: 0.16 s)
+            return for_each(local, ROW_ID, targets.column(ROW_ID).to_pylist())
         attrs = [c for c in pairs.column_names if c != LID]
         on = " AND ".join(f"r.{quoted(a)} IS NOT DISTINCT FROM p.{quoted(a)}" for a in attrs)
         return self._joined(local, pairs, targets, on, r_distinct=True)

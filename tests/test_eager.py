@@ -1069,8 +1069,8 @@ def test_small_eager_answers_run_no_spark_job(runs: Runs) -> None:
         lin = run.lineage(rows=[("Reject", 1)])
         assert lin.source_ids("loan") == {("L02",)}
         assert len(lin.reasoning_rows()) == 1
-    with pytest.MonkeyPatch.context() as patch, spark_jobs() as past_bound:
-        patch.setattr("tracing.parquet_reader.LOCAL_ROWS", 0)  # as a row of millions of source rows
+    with pytest.MonkeyPatch.context() as patch, spark_jobs() as merged:
+        patch.setattr("tracing.eager.PER_ROW_MAX", 0)  # an answer not kept per row, as one of many
         assert run.lineage(rows=[("Reject", 1)]).source_rows("loan") == lin.source_rows("loan")
     with spark_jobs() as eager_forward:
         fwd = run.forward(table="loan", ids=["L02", "L03"])
@@ -1084,7 +1084,7 @@ def test_small_eager_answers_run_no_spark_job(runs: Runs) -> None:
     with spark_jobs() as on_spark:  # the control: tracing queries forced onto Spark are jobs
         run.lineage(rows=[("Reject", 1)], backend="lazy", engine="spark").source_rows("loan")
     assert eager_backward == [0] and eager_forward == [0] and in_process == [0] and eager_where == [0]
-    assert past_bound == [0]  # a per-row answer is read in process, however large (a local store)
+    assert merged == [0]  # read in process, however large (a local store: before, past 2 M keys, Spark)
     assert on_spark[0] > 0 and spark_where[0] > 0
     for found in (by_where, by_spark):
         assert found.source_rows("loan") == lin.source_rows("loan")

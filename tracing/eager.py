@@ -248,13 +248,13 @@ class EagerIndex:
             started = time.perf_counter()
             if name.startswith("src-"):
                 table = name[len("src-") :]
-                read = functools.partial(self._read_rows, table, numbered)
+                read = functools.partial(self._read_rows, table)
                 if name in checked and self.keyed(table):  # only the contributing rows read now
                     parts = data.get(name) or [owned.slice(0, 0)]
                     used = pa.concat_tables(parts, promote_options="permissive")
                     used = _distinct(used.drop_columns([LID]) if numbered else used)
                     found, deferred[table] = used, Deferred(self._unused(found, used), read)
-                source[table] = self._source_rows(table, found, local=numbered)
+                source[table] = self._source_rows(table, found)
                 if by_row is not None:
                     by_row.source[table] = self._owned(source[table], owned, by_row.targets)
                     if table in deferred:
@@ -265,7 +265,7 @@ class EagerIndex:
                 )
             else:
                 seg = self._segment(int(name[len("fn-") :]))
-                calls = self._calls(seg, found.rename_columns([LID]), local=numbered)
+                calls = self._calls(seg, found.rename_columns([LID]))
                 reasoning += calls
                 if by_row is not None:
                     by_call = owned.rename_columns([c if c == LID else CALL for c in owned.column_names])
@@ -492,19 +492,18 @@ class EagerIndex:
             con.unregister("f")
             con.unregister("u")
 
-    def _read_rows(self, table: str, local: bool, attrs: pa.Table) -> pa.Table:
+    def _read_rows(self, table: str, attrs: pa.Table) -> pa.Table:
         """:meth:`_source_rows` in Arrow: deferred control rows, read when asked for."""
-        return as_arrow(self._source_rows(table, attrs, local=local))
+        return as_arrow(self._source_rows(table, attrs))
 
-    def _source_rows(self, table: str, attrs: pa.Table, local: bool = False) -> pa.Table | DataFrame:
-        """``table``'s rows that ``attrs`` name; ``local``: read in this process wherever the
-        store is local, however many (an answer kept per row is made Arrow rows anyway: TPC-H
-        Q1 at SF 10, one row's 15 M line items collected from Spark passed
-        ``spark.driver.maxResultSize``)."""
+    def _source_rows(self, table: str, attrs: pa.Table) -> pa.Table | DataFrame:
+        """``table``'s rows that ``attrs`` name (read in this process wherever the store is
+        local, however many: TPC-H Q1 at SF 10, one row's 15 M line items collected from
+        Spark passed ``spark.driver.maxResultSize``)."""
         if not self.keyed(table):
             return attrs  # coarser granularity: the attribute values are the answer
         source = self.sources[table]
-        return self.reader.semi(source, attrs, [(c.name, c.name) for c in source.cols], small=local)
+        return self.reader.semi(source, attrs, [(c.name, c.name) for c in source.cols])
 
     def _segment(self, seg_id: int) -> Segment:
         return next(s for s in self.root.walk() if s.id == seg_id)
@@ -512,14 +511,14 @@ class EagerIndex:
     def _stored(self, seg: Segment) -> str:
         return self._uri("output" if seg is self.root else self.record["stored"][str(seg.id)]["dir"])
 
-    def _calls(self, seg: Segment, lids: pa.Table, local: bool = False) -> list[ReasoningRows]:
+    def _calls(self, seg: Segment, lids: pa.Table) -> list[ReasoningRows]:
         out = []
         for fn in seg.functions:
             rows: pa.Table | DataFrame
             if self.lazy_reasons:
                 rows = self._call_rows(seg, fn, lids)
             else:
-                rows = self.reader.semi(self._stored(seg), lids, _call_columns(fn), small=local)
+                rows = self.reader.semi(self._stored(seg), lids, _call_columns(fn))
             names = tuple(c.name for c in fn.arg_columns())
             out.append(ReasoningRows(fn.udf, seg.id, names, fn.value.name, fn.reason.name, rows))
         return out

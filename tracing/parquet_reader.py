@@ -1,7 +1,7 @@
 """Small relational operations over Parquet directories of the results store, answered
 in-process by DuckDB when the store is on the local file system (no Spark job: a point
-lookup in a sorted index reads one row group), and by Spark otherwise or when the answer is
-large enough that it should stay distributed.
+lookup in a sorted index reads one row group), whatever the size, within DuckDB's memory
+limit and its spill; by Spark otherwise.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from segmenter.operators import Source
 from tracing.sample import in_duck
 
 IN_LIST_MAX = 300  # key values up to this many also filter the scan as literals (see _in_list)
-LOCAL_ROWS = 2_000_000  # answers up to this many keys are computed in-process (a local store)
 LOADED_BYTES = 8 << 20  # a local folder up to this size is read once into memory, then queried there
 
 Selection = Sequence[tuple[str, str]]  # (column in the file, name in the answer)
@@ -112,7 +111,7 @@ class ParquetReader:
     ) -> pa.Table:
         """Rows of ``uri`` whose ``keys.column_names`` equal (null-safely) a row of ``keys``,
         always returned in-process (index pairs feed the next step)."""
-        found = self.semi(uri, keys, select, distinct, small=True)
+        found = self.semi(uri, keys, select, distinct)
         return found if isinstance(found, pa.Table) else found.toArrow()
 
     def semi(
@@ -121,10 +120,13 @@ class ParquetReader:
         keys: pa.Table,
         select: Selection | None = None,
         distinct: bool = True,
-        small: bool = False,
     ) -> pa.Table | DataFrame:
-        """Like :meth:`lookup`, but a large answer stays a (lazy) Spark DataFrame."""
-        if self.local and (small or keys.num_rows <= LOCAL_ROWS):
+        """Like :meth:`lookup`, but an answer that Spark computes (a store off the local file
+        system) stays a (lazy) Spark DataFrame. A local store's is DuckDB's, however many keys
+        (bounded by its memory limit and spill; more is a one-line error): before, a lookup of
+        more than 2 M keys went to Spark, and its answer, collected past
+        ``spark.driver.maxResultSize``, failed with Spark's stack trace."""
+        if self.local:
             cond = " AND ".join(f"t.{quoted(c)} {_equals(keys, c)} k.{quoted(c)}" for c in keys.column_names)
             unique = "DISTINCT " if distinct else ""
             sql = f"SELECT {unique}{self._columns(select)} FROM {self._from(uri)} t SEMI JOIN __keys k"

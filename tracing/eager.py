@@ -447,17 +447,11 @@ class EagerIndex:
         ``r`` are distinct, the narrow pairs are made distinct, not the wide rows joined: a
         row then meets each ``LID`` once, and a target has one ``LID`` (the reconcile job's
         answer at 1 M orders: 1.9 M pairs of integers, not 1.9 M rows of every column)."""
-        con = self.reader.con
-        for name, table in (("r", r), ("p", p), ("t", t.select([LID, ROW_ID]))):
-            con.register(name, table)
-        try:
-            pairs = "(SELECT DISTINCT * FROM p) p" if r_distinct else "p"
-            join = f"r JOIN {pairs} ON {on} JOIN t ON p.{quoted(LID)} = t.{quoted(LID)}"
-            unique = "" if r_distinct else "DISTINCT "
-            return con.sql(f"SELECT {unique}r.*, t.{quoted(ROW_ID)} FROM {join}").to_arrow_table()
-        finally:
-            for name in ("r", "p", "t"):
-                con.unregister(name)
+        pairs = "(SELECT DISTINCT * FROM p) p" if r_distinct else "p"
+        join = f"r JOIN {pairs} ON {on} JOIN t ON p.{quoted(LID)} = t.{quoted(LID)}"
+        unique = "" if r_distinct else "DISTINCT "
+        sql = f"SELECT {unique}r.*, t.{quoted(ROW_ID)} FROM {join}"
+        return self.reader.query(sql, r=r, p=p, t=t.select([LID, ROW_ID]))
 
     def _scope(self) -> str | None:
         """What a pruned or coarsened capture leaves out, for people reading the answer."""
@@ -482,15 +476,8 @@ class EagerIndex:
 
     def _unused(self, found: pa.Table, used: pa.Table) -> pa.Table:
         """The key values of ``found`` not among ``used`` (each distinct)."""
-        con = self.reader.con
-        con.register("f", found)
-        con.register("u", used)
-        try:
-            on = " AND ".join(f"f.{quoted(a)} IS NOT DISTINCT FROM u.{quoted(a)}" for a in found.column_names)
-            return con.sql(f"SELECT f.* FROM f ANTI JOIN u ON {on}").to_arrow_table()
-        finally:
-            con.unregister("f")
-            con.unregister("u")
+        on = " AND ".join(f"f.{quoted(a)} IS NOT DISTINCT FROM u.{quoted(a)}" for a in found.column_names)
+        return self.reader.query(f"SELECT f.* FROM f ANTI JOIN u ON {on}", f=found, u=used)
 
     def _read_rows(self, table: str, attrs: pa.Table) -> pa.Table:
         """:meth:`_source_rows` in Arrow: deferred control rows, read when asked for."""

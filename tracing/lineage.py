@@ -267,15 +267,18 @@ class AugmentedLineage:
         terminal shows of an answer of a million rows (:meth:`part_counts` counts them)."""
         if part not in PARTS:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
-        return first_rows_of(self._part(table, part), n)
+        return first_rows_of(self._part(table, part, self._shown_parts), n)
 
-    def _part(self, table: str, part: str) -> pa.Table:
-        """``table``'s rows of ``part``; the contributing ones without reading deferred rows."""
+    def _part(
+        self, table: str, part: str, split: Callable[[str], tuple[pa.Table, pa.Table]]
+    ) -> pa.Table:
+        """``table``'s rows of ``part``, told apart by ``split`` (:meth:`_apart`, or
+        :meth:`_shown_parts`); the contributing ones without reading deferred rows."""
         if part == "all":
             return self._arrow(table)
         if part == "contributing" and table in self.deferred:
             return self._contributing(table)
-        return self._shown_parts(table)[part == "control"]
+        return split(table)[part == "control"]
 
     def _contributing(self, table: str) -> pa.Table:
         """The contributing rows of an answer that holds ``table``'s control rows deferred:
@@ -296,8 +299,8 @@ class AugmentedLineage:
     def _apart(self, table: str) -> tuple[pa.Table, pa.Table]:
         """Contributing and control rows in Arrow, told apart once (LineageError where the
         answer cannot tell them apart)."""
-        if table not in self._arrows or table in self.deferred:
-            rows = self._arrow(table)
+        rows = self._arrow(table)  # deferred rows read now: a split of the rows read before dropped
+        if table not in self._arrows:
             used = self._used(table, rows)
             self._arrows[table] = (rows.filter(used), rows.filter(pc.invert(used)))
         return self._arrows[table]
@@ -498,9 +501,7 @@ class AugmentedLineage:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
         if table not in self.source:
             raise LineageError(f"no table {table!r} in this answer; it has {sorted(self.source)}")
-        if part == "contributing" and table in self.deferred:
-            return self._contributing(table)
-        return self._arrow(table) if part == "all" else self._apart(table)[part == "control"]
+        return self._part(table, part, self._apart)
 
     def to_parquet(self, folder: str) -> dict[str, dict[str, int]]:
         """Every table's rows into ``folder``/<table>.parquet, each with a column ``lineage``

@@ -131,7 +131,7 @@ class ParquetReader:
             unique = "DISTINCT " if distinct else ""
             sql = f"SELECT {unique}{self._columns(select)} FROM {self._from(uri)} t SEMI JOIN __keys k"
             sql += f" ON {cond}{_in_list(keys)}"
-            return self._with("__keys", keys, sql)
+            return self.query(sql, __keys=keys)
         df = self._read(uri)
         given = self.spark.createDataFrame(keys)
         picked = _selected(null_safe_match(df, given, {c: c for c in keys.column_names}, "left_semi"), select)
@@ -145,15 +145,17 @@ class ParquetReader:
             f"SELECT DISTINCT {self._columns(select)} FROM {self._from(uri)} t "
             f"JOIN __ranges r ON t.{quoted(column)} BETWEEN r.lo AND r.hi"
         )
-        return self._with("__ranges", ranges, sql)
+        return self.query(sql, __ranges=ranges)
 
-    def _with(self, name: str, table: pa.Table, sql: str) -> pa.Table:
-        """``sql`` run by DuckDB with the Arrow ``table`` visible as ``name``."""
-        self.con.register(name, table)
+    def query(self, sql: str, **tables: pa.Table) -> pa.Table:
+        """``sql`` run by DuckDB with the Arrow ``tables`` visible by their names."""
+        for name, table in tables.items():
+            self.con.register(name, table)
         try:
             return self.con.sql(sql).to_arrow_table()
         finally:
-            self.con.unregister(name)
+            for name in tables:
+                self.con.unregister(name)
 
     def scan(self, uri: Rows, select: Selection | None = None, where: str | None = None) -> pa.Table:
         """Rows of ``uri`` (optionally only those matching the SQL predicate ``where`` over
@@ -170,7 +172,7 @@ class ParquetReader:
         in process."""
         path = local_path(uri)
         assert path is not None
-        return self._with("__places", places, in_duck(path, self._columns(select), "SELECT * FROM __places"))
+        return self.query(in_duck(path, self._columns(select), "SELECT * FROM __places"), __places=places)
 
     def spark_scan(self, uri: Rows, select: Selection | None = None, where: str | None = None) -> pa.Table:
         """:meth:`scan` by Spark, whatever the store: ``where`` in Spark SQL's dialect."""

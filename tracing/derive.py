@@ -5,8 +5,10 @@ queries is the engine's business (:mod:`tracing.engines`)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from materialization.compile import ROW_ID
+from materialization.duck_expressions import NotInProcess
 from materialization.pushdown import Restriction
 from segmenter.operators import Source
 from segmenter.segments import Segment, control_reads
@@ -25,6 +28,7 @@ from tracing.lineage import (
     SEGMENT,
     AugmentedLineage,
     ByRow,
+    Deferred,
     ReasoningRows,
     TraceStat,
     as_arrow,
@@ -38,14 +42,20 @@ from tracing.queries import trace_d, trace_non_d, trace_outer
 
 # a table's rows read by a segment: its id (or an outer join's check_id), the rows, shared ids
 Part = tuple[int, Any, list[int] | None]
+Read = Callable[[Source, pa.Table], pa.Table]  # a source's whole rows, by their key's values
 Entry = tuple[Segment, Restriction | None, list[int] | None, int | None]
 _TRACE = {"non-d": trace_non_d, "d": trace_d, "outer": trace_outer}
 _KINDS = {"non-d": "Non-D", "d": "D", "outer": "Outer"}
 
 
-def derive(root: Segment, targets: Restriction | None, engine: Engine) -> AugmentedLineage:
+def derive(
+    root: Segment, targets: Restriction | None, engine: Engine, read: Read | None = None
+) -> AugmentedLineage:
     """Augmented lineage of ``targets`` (rows of the root segment's output; None = all);
-    numbered targets give it per target too (:class:`ByRow`)."""
+    numbered targets give it per target too (:class:`ByRow`). With ``read`` (a source's
+    whole rows by their key's values), the rows only checked are traced by their key alone,
+    counted, and read when asked for (:class:`Deferred`; reconcile's one-row question at
+    1 M orders: 900 k orders and as many payments checked)."""
     # each entry: a segment, its targets, the target ids every row of it serves where it is
     # traced once for all of them (a difference's subtrahend: see _shared), and the label
     # of the outer join's check it serves, if any (Segment.check_id: what it reads is control)
@@ -54,6 +64,9 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     # they were traced once for several (see _shared)
     source: dict[str, list[Part]] = {}
     keys: dict[str, list[str]] = {}  # per table: its key's columns (a row's identity)
+    checked: dict[str, list[Part]] = {}  # per table: rows only checked, by their key alone
+    leaves: dict[str, Source] = {}
+    control = control_reads(root)
     reasoning: list[ReasoningRows] = []
     stats: list[TraceStat] = []
     renumbering = Renumbering()
@@ -83,7 +96,8 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
                         engine.named(rows, picked, distinct=True),
                     )
                 )
-        found = _TRACE[seg.kind](seg, r, engine)
+        keyed = None if read is None else _checked(seg, check, control)
+        found = _TRACE[seg.kind](seg, r, engine, keyed)
         rows_out: dict[str, int | None] = {}
         for part in found:
             label = f"segment {part.child.id}" if part.child else f"table {part.leaf.table}"  # type: ignore[attr-defined]
@@ -100,10 +114,12 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
             if part.child is None:
                 leaf = part.leaf
                 assert isinstance(leaf, Source)
-                rows = engine.named(part.rows.rows, leaf.cols, distinct=False)
-                keys[leaf.table] = list(leaf.key_names)
+                cols = [c for c in leaf.cols if c.id in leaf.key] if part.keyed else leaf.cols
+                rows = engine.named(part.rows.rows, cols, distinct=False)
+                keys[leaf.table], leaves[leaf.table] = list(leaf.key_names), leaf
                 read_by = seg.id if checking is None else checking
-                source.setdefault(leaf.table, []).append((read_by, rows, serving))
+                parts = checked if part.keyed else source
+                parts.setdefault(leaf.table, []).append((read_by, rows, serving))
             elif part.rows.count:
                 ids = {c.id: c.id for c in part.child.top.match_columns()}
                 restriction = part.rows.restricting(ids, True, numbered and part.ids is None)
@@ -119,7 +135,6 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
             )
         )
     routes = root.routes()
-    control = control_reads(root)
     if targets is None or not targets.numbered:
         found = {t: engine.union_distinct([rows for _, rows, _ in parts]) for t, parts in source.items()}
         used = {t: [rows for s, rows, _ in ps if s not in control.get(t, {})] for t, ps in source.items()}
@@ -128,6 +143,8 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
         }
         answer = AugmentedLineage(source=found, reasoning=reasoning, queries=stats, routes=routes)
         answer.control, answer.contributing = control, contributing
+        if checked:
+            _defer(answer, checked, keys, leaves, read)  # type: ignore[arg-type]
         return answer
     source = {t: [(seg, as_arrow(rows), ids) for seg, rows, ids in parts] for t, parts in source.items()}
     apart = {t: kept for t, parts in source.items() if (kept := [p for p in parts if p[2] is None])}
@@ -137,13 +154,93 @@ def derive(root: Segment, targets: Restriction | None, engine: Engine) -> Augmen
     found = {t: _served(rows, apart[t], keys[t]) for t, rows in via.items()}
     by_row = ByRow(source=found, reasoning=reasoning, via=via).local()
     shared = {t: ps for t, parts in source.items() if (ps := [p for p in parts if p[2] is not None])}
-    reads = renumbering.reads(by_row.source, keys, shared)  # type: ignore[arg-type]
+    every, every_shared = _with_checked(by_row.source, shared, checked)  # type: ignore[arg-type]
+    reads = renumbering.reads(every, keys, every_shared)
     rooted = _widened(renumbering.rooted(by_row, keys), wide, narrow)
     answer = _with_shared(rooted, shared, keys, renumbering).merged(stats, keys)  # type: ignore[arg-type]
     answer.reads = reads
     answer.routes = routes
     answer.control = control
+    if checked:
+        _defer(answer, checked, keys, leaves, read, renumbering)  # type: ignore[arg-type]
     return answer
+
+
+def _checked(seg: Segment, check: int | None, control: dict[str, dict[int, Any]]) -> frozenset[int]:
+    """The source inputs of ``seg`` whose rows it reads only as control rows (read under
+    ``check``, an outer join's, where given): traced by their key alone."""
+    read_by = seg.id if check is None else check
+    return frozenset(
+        id(leaf) for leaf in seg.leaves if isinstance(leaf, Source) and read_by in control.get(leaf.table, {})
+    )
+
+
+def _with_checked(
+    source: dict[str, pa.Table], shared: Shared, checked: dict[str, list[Part]]
+) -> tuple[dict[str, pa.Table], Shared]:
+    """The rows (by key) of ``source`` and ``shared`` with those only ``checked`` beside
+    them: what the model calls on their way read (:meth:`Renumbering.reads`)."""
+    every, every_shared = dict(source), {t: list(ps) for t, ps in shared.items()}
+    for table, parts in checked.items():
+        apart = [rows for _, rows, ids in parts if ids is None]
+        if apart:
+            had = [every[table]] if table in every else []
+            every[table] = pa.concat_tables([*had, *apart], promote_options="permissive")
+        every_shared.setdefault(table, []).extend(p for p in parts if p[2] is not None)
+    return every, every_shared
+
+
+def _defer(
+    answer: AugmentedLineage,
+    checked: dict[str, list[Part]],
+    keys: dict[str, list[str]],
+    leaves: dict[str, Source],
+    read: Read,
+    renumbering: Renumbering | None = None,
+) -> None:
+    """``answer`` (and its rows apart, with the ``renumbering`` of their ids) given the rows
+    only ``checked`` (by key): those it read for another reason are its rows there too (with
+    the targets they were checked for); the others are :class:`Deferred`, counted, read when
+    asked for."""
+    by_row = answer.by_row
+    for table, parts in checked.items():
+        key, leaf = keys[table], leaves[table]
+        if not all(joinable(rows.select(key)) for _, rows, _ in parts):
+            raise NotInProcess(f"{table}'s key {key} holds a NULL or a floating value")  # Spark answers
+        reader = functools.partial(read, leaf)
+        if table not in answer.source:  # only checked: no row read yet
+            answer.source[table] = reader(parts[0][1].select(key).slice(0, 0))
+        had = as_arrow(answer.source[table])
+        if by_row is None or renumbering is None:
+            ids = unique_rows(pa.concat_tables([rows for _, rows, _ in parts]).select(key))
+            answer.deferred[table] = Deferred(_unread(ids, had, key), reader)
+            continue
+        pairs = pa.concat_tables([_rooted(p, key, renumbering) for p in parts])
+        if len(parts) > 1:  # each part holds a row once per target already (a DISTINCT split)
+            pairs = unique_rows(pairs, key)
+        found = placed(pairs, had, key)  # those read already: their rows, for these targets too
+        more = had.take(found.column(PLACE)).append_column(ROW_ID, found.column(ROW_ID))
+        mine = by_row.source.get(table)
+        by_row.source[table] = more if mine is None else _union(mine, more.select(mine.column_names), key)
+        via = [by_row.via[table]] if table in by_row.via else []
+        by_row.via[table] = pa.concat_tables([*via, pairs], promote_options="permissive")
+        later = _unread(pairs.select([*key, ROW_ID]), had, key)
+        if later.num_rows:
+            by_row.deferred[table] = Deferred(unique_rows(later, key) if len(parts) > 1 else later, reader)
+            answer.deferred[table] = by_row.deferred[table].distinct()
+
+
+def _rooted(part: Part, key: list[str], renumbering: Renumbering) -> pa.Table:
+    """A part's rows (by ``key``) with the targets they serve and the segment that read them."""
+    seg, rows, ids = part
+    if ids is None:
+        return entered_by(renumbering.root(rows.select([*key, ROW_ID]), key), seg)
+    return entered_by(for_each(rows.select(key), ROW_ID, renumbering.roots(ids)), seg)
+
+
+def _unread(rows: pa.Table, had: pa.Table, key: list[str]) -> pa.Table:
+    """``rows`` whose ``key`` is not among the rows ``had``."""
+    return rows.join(had.select(key), key, join_type="left anti", use_threads=False)
 
 
 def _shared(child: Segment, targets: Restriction | None) -> list[int] | None:

@@ -35,7 +35,7 @@ from segmenter.errors import LineageError
 from segmenter.operators import ROW_ID_COLUMN, Col
 from segmenter.sources import ROW_SHIFT
 from tracing import views
-from tracing.arrow_rows import distinct_flat, exact_key, first_rows, to_pylist
+from tracing.arrow_rows import distinct_flat, exact_key, first_rows, one_value, to_pylist
 from tracing.confidence.answer import ConfidenceAnswer
 from tracing.errors import first_line
 from tracing.gc_pause import gc_paused
@@ -102,8 +102,10 @@ class Deferred:
         return replace(self, ids=_serving(self.ids, ids))
 
     def distinct(self) -> Deferred:
-        """Each row once, whichever targets it serves."""
-        return replace(self, ids=_distinct(self.ids) if ROW_ID in self.ids.column_names else self.ids)
+        """Each row once, whichever targets it serves (``ids`` holds a row once per target)."""
+        if ROW_ID not in self.ids.column_names:
+            return self
+        return replace(self, ids=_distinct(self.ids, once_each=True))
 
     def rows(self) -> pa.Table:
         return self.read(self.distinct().ids)
@@ -857,17 +859,9 @@ def _distinct(table: pa.Table, key: Sequence[str] | None = None, once_each: bool
     where every row serves one target the rows are distinct already (a one-row question
     about the reconcile job at 1 M orders: 0.17 s of grouping 1 M rows saved)."""
     rows = table.drop_columns([ROW_ID])
-    if once_each and _one_value(table.column(ROW_ID)):
+    if once_each and one_value(table.column(ROW_ID)):
         return rows
     return unique_rows(rows, key if key and set(key) <= set(rows.column_names) else None)
-
-
-def _one_value(column: pa.ChunkedArray) -> bool:
-    """Whether ``column`` holds a single value, never NULL (a min and a max, not a group-by)."""
-    if column.null_count:
-        return False
-    bounds = pc.min_max(column).as_py()
-    return bounds["min"] == bounds["max"]
 
 
 def unique_rows(table: pa.Table, key: Sequence[str] | None = None) -> pa.Table:

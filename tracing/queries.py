@@ -41,7 +41,7 @@ from typing import Any
 
 from materialization.compile import ROW_ID, TAG_PREFIX
 from materialization.pushdown import Restriction, passing_columns, push_to_leaves
-from segmenter.operators import Join, Node, OuterJoin, Projection, Selection, Source, Union, Window
+from segmenter.operators import Col, Join, Node, OuterJoin, Projection, Selection, Source, Union, Window
 from segmenter.row_keys import row_key
 from segmenter.segments import Segment
 from tracing.engines import Engine, Settled
@@ -58,16 +58,42 @@ class LeafLineage:
     rows: Settled | None = None
     targets: Restriction | None = None
     control: bool = False  # rows an outer join's check read (Segment.check_id), not its rows'
+    keyed: bool = False  # source rows by their key's columns alone (rows only checked)
     ids: list[int] | None = None  # unnumbered rows that serve each of these targets
 
 
-def trace_non_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[LeafLineage]:
-    """Split(σ_C(T₁ ⋈ … ⋈ Tₘ) ⋉ Ō) for a Non-D segment; ``targets`` None means ALL."""
+def trace_non_d(
+    seg: Segment, targets: Restriction | None, engine: Engine, keyed: frozenset[int] | None = None
+) -> list[LeafLineage]:
+    """Split(σ_C(T₁ ⋈ … ⋈ Tₘ) ⋉ Ō) for a Non-D segment; ``targets`` None means ALL.
+    ``keyed``: the source inputs (by ``id``) whose rows are wanted by their key alone (rows
+    only checked: their other columns are read when asked for); None: every input whole,
+    an outer join's check too."""
     passed = _passed_on(seg, targets)
     if passed is not None:
         return [passed]
-    found, _, _ = _evaluated(seg, targets, engine)
-    return [LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)]) for leaf in seg.leaves]
+    found, _, _ = _evaluated(seg, targets, engine, keyed or frozenset())
+    return _found(seg, found, keyed or frozenset())
+
+
+def _found(seg: Segment, found: dict[int, Settled], keyed: frozenset[int]) -> list[LeafLineage]:
+    return [
+        LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)], keyed=_by_key(leaf, keyed))
+        for leaf in seg.leaves
+    ]
+
+
+def _by_key(leaf: Node, keyed: frozenset[int]) -> bool:
+    """Whether a segment input's rows are traced by their key alone: a source's rows only
+    checked (``keyed``), where it has a key."""
+    return isinstance(leaf, Source) and bool(leaf.key) and id(leaf) in keyed
+
+
+def _wanted(leaf: Node, keyed: frozenset[int]) -> tuple[Col, ...]:
+    """The columns of a segment input that its tracing carries (see :func:`_by_key`)."""
+    if _by_key(leaf, keyed):
+        return tuple(c for c in leaf.columns if c.id in leaf.key)  # type: ignore[attr-defined]
+    return leaf.columns
 
 
 def _passed_on(seg: Segment, targets: Restriction | None) -> LeafLineage | None:
@@ -97,7 +123,7 @@ def _passed_on(seg: Segment, targets: Restriction | None) -> LeafLineage | None:
 
 
 def _evaluated(
-    seg: Segment, targets: Restriction | None, engine: Engine
+    seg: Segment, targets: Restriction | None, engine: Engine, keyed: frozenset[int]
 ) -> tuple[dict[int, Settled], Settled, dict[int, str]]:
     """The segment's body over its tagged inputs, kept where it gives a target: each
     input's rows (by ``id`` of its leaf), the kept rows, and each input's tag."""
@@ -107,7 +133,7 @@ def _evaluated(
     for j, leaf in enumerate(seg.leaves):
         tags[id(leaf)] = tag = f"{TAG_PREFIX}{j}"
         rel = engine.leaf_input(seg, leaf, pushed[id(leaf)])
-        inputs[id(leaf)] = engine.tagged(rel, tag, leaf.columns, row_key(leaf))
+        inputs[id(leaf)] = engine.tagged(rel, tag, _wanted(leaf, keyed), row_key(leaf))
     probed = _probed_nodes(seg.body_top, tags, probed=False)
     probes = {id(s): f"{TAG_PREFIX}probe{k}" for k, s in enumerate(probed)}
     joined = engine.body(seg.body_top, inputs, probes)
@@ -126,14 +152,16 @@ def _evaluated(
     return _split(settled, seg.body_top, inputs, tags, probes, engine, numbered), settled, tags
 
 
-def trace_outer(seg: Segment, targets: Restriction | None, engine: Engine) -> list[LeafLineage]:
+def trace_outer(
+    seg: Segment, targets: Restriction | None, engine: Engine, keyed: frozenset[int] | None = None
+) -> list[LeafLineage]:
     """The rows of each kept output row (its two, or a padded row's one), and, where some
     kept row is padded, T₁ ⋉ T₂ traced once as control for those rows (each matched row
-    of either input: ⟕'s difference checks them all)."""
+    of either input: ⟕'s difference checks them all; by their key, where they have one)."""
     join = seg.top
     assert isinstance(join, OuterJoin)
-    found, settled, tags = _evaluated(seg, targets, engine)
-    out = [LeafLineage(leaf, seg.child_for(leaf), rows=found[id(leaf)]) for leaf in seg.leaves]
+    found, settled, tags = _evaluated(seg, targets, engine, keyed or frozenset())
+    out = _found(seg, found, keyed or frozenset())
     sides = join.children
     # a padded row: no row of the other input, so NULL in every tag of it the row carries
     padded = engine.absent(settled, [tags[id(_reached(sides[1 - k], tags)[0])] for k in join.kept])
@@ -143,7 +171,8 @@ def trace_outer(seg: Segment, targets: Restriction | None, engine: Engine) -> li
     check = replace(seg, kind="non-d", top=semi, body=semi, operators=(semi,))
     numbered = targets is not None and targets.numbered
     ids = padded.local.column(ROW_ID).to_pylist() if numbered and padded.local is not None else None
-    for part in trace_non_d(check, None, engine):
+    checked = None if keyed is None else frozenset(id(leaf) for leaf in seg.leaves)
+    for part in trace_non_d(check, None, engine, checked):
         assert part.rows is not None
         if numbered and (ids is None or (part.child is not None and part.child.calls_models)):
             # each row numbered for every padded target: a model call below tells its reads
@@ -234,7 +263,9 @@ def _probed_nodes(top: Node, tags: dict[int, str], probed: bool = True) -> list[
     return [n for n in _walk(top, tags, probed) if _probed(n) and id(n) not in tags]  # type: ignore[misc]
 
 
-def trace_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[LeafLineage]:
+def trace_d(
+    seg: Segment, targets: Restriction | None, engine: Engine, keyed: frozenset[int] | None = None
+) -> list[LeafLineage]:
     """{Ō, T₂} for a D segment T₁ − T₂: the targets themselves in T₁, all of T₂.
 
     Asked for all of its output (as the subtrahend of another difference is), Ō is the
@@ -256,7 +287,10 @@ def trace_d(seg: Segment, targets: Restriction | None, engine: Engine) -> list[L
             rel = engine.leaf_input(seg, leaf, narrowed)
             if narrowed is not None and narrowed.numbered:
                 rel = engine.semi(rel, narrowed)
-            out.append(LeafLineage(leaf, None, rows=engine.settle(rel)))
+            by_key = _by_key(leaf, keyed or frozenset())
+            if by_key:
+                rel = engine.picked(rel, [c.id for c in _wanted(leaf, keyed or frozenset())])
+            out.append(LeafLineage(leaf, None, rows=engine.settle(rel), keyed=by_key))
         else:
             out.append(LeafLineage(leaf, child, targets=narrowed))
     return out

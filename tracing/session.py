@@ -73,14 +73,15 @@ from tracing.confidence.checks import always_together, can_coexist, extraneous
 from tracing.confidence.formula import Formula
 from tracing.confidence.rows import Target, expanded, row_confidences
 from tracing.confidence.store import FormulaStore
-from tracing.derive import derive
+from tracing.derive import Read, derive
 from tracing.eager import EagerIndex
 from tracing.engines import Engine, Settled, choose_engine
 from tracing.engines.in_process import DuckEngine
 from tracing.engines.spark_engine import SparkEngine
 from tracing.errors import NotCapturedError, TargetNotFoundError, filter_where, first_line, value_errors
 from tracing.forward import ForwardLineage
-from tracing.lineage import PER_ROW_MAX, AugmentedLineage
+from tracing.lineage import PER_ROW_MAX, AugmentedLineage, as_arrow
+from tracing.parquet_reader import ParquetReader
 from tracing.regions import RegionLineage, region_lineage
 from tracing.task_code import with_code
 from tracing.tracking import Option, track
@@ -795,7 +796,8 @@ class Run:
         numbered = chosen.count <= PER_ROW_MAX
         if numbered:
             chosen = engine.numbered(chosen)
-        result = derive(self.root, chosen.restricting(match, complete, numbered), engine)
+        read = _source_reader() if isinstance(engine, DuckEngine) else None  # rows only checked: when asked
+        result = derive(self.root, chosen.restricting(match, complete, numbered), engine, read)
         if result.by_row is not None:
             targets = engine.named(chosen.rows, self.task.output, distinct=False)
             result.by_row = replace(result.by_row, targets=targets).local()
@@ -938,3 +940,10 @@ def _source_keys(task: Task) -> dict[str, tuple[str, ...]]:
         if isinstance(node, Source):
             keys[node.table] = node.key_names
     return keys
+
+
+def _source_reader() -> Read:
+    """A source's whole rows by their key's values, read in this process (an in-process
+    answer's sources are local files)."""
+    reader = ParquetReader(None, local=True)
+    return lambda leaf, keys: as_arrow(reader.semi(leaf, keys, [(c.name, c.name) for c in leaf.cols]))

@@ -99,6 +99,9 @@ class Engine(Protocol):
         """Of the settled rows, those where one of ``tags`` is NULL (an outer join's padded
         rows): their distinct ``ROW_ID`` where numbered, else at most one row (whether any)."""
 
+    def picked(self, rel: Any, cols: Sequence[str]) -> Any:
+        """``rel``'s columns ``cols`` (by id) alone, and its ``ROW_ID``."""
+
     def named(self, rel: Any, cols: Sequence[Col], distinct: bool) -> Any:
         """``rel``'s ``cols`` under the user's names (and its ``ROW_ID``): an answer's rows."""
 

@@ -8,6 +8,8 @@ so before a question starts): every file local, every expression on the allow-li
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import re
 from collections.abc import Sequence
@@ -30,8 +32,8 @@ from materialization.duck_expressions import (
 )
 from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated, source_scan
 from materialization.duck_plan import quoted as q
-from materialization.locations import local_path, parquet_scan
-from materialization.pushdown import Restriction, push_to_leaves
+from materialization.locations import local_path, parquet_scan, sql_string
+from materialization.pushdown import LITERAL_ROWS, LITERAL_TERMS, Restriction, push_to_leaves
 from materialization.restore import Restorer
 from reasoning_udfs.udf import ReasoningUDF, lookup, registered
 from segmenter.operators import (
@@ -154,6 +156,43 @@ def _by_key(restriction: Restriction, key: tuple[str, ...] | None) -> Restrictio
     return replace(restriction, on=on)
 
 
+def _looked_up(restriction: Restriction, on: dict[str, str]) -> str:
+    """A test of literals that every row the semi-join with ``restriction``'s values keeps
+    passes (``on``: restricted column -> values' column), where the values are few, held
+    here and of literal types; "TRUE" otherwise. The join still decides; the literals let
+    DuckDB push the targets down through projections, unions and joins into the scans
+    (the rollup job at 1 M orders: one grouping set's rows of one segment, not three sets'
+    copies of every order joined with the target)."""
+    rows = restriction.local
+    if rows is None or rows.num_rows > LITERAL_ROWS or rows.num_rows * len(on) > LITERAL_TERMS:
+        return "TRUE"
+    tests = []
+    for n, v in on.items():
+        values = dict.fromkeys(rows.column(v).to_pylist())
+        literals = [_duck_literal(x) for x in values if x is not None]
+        if None in literals:
+            return "TRUE"
+        test = f"x.{q(n)} IN ({', '.join(literals)})" if literals else "FALSE"  # type: ignore[arg-type]
+        tests.append(f"({test} OR x.{q(n)} IS NULL)" if None in values else test)
+    return " AND ".join(tests) or "TRUE"
+
+
+def _duck_literal(value: Any) -> str | None:
+    """``value`` as a DuckDB literal equal to it in every type it is compared with (None
+    where there is none: a float's text, a time zone, a nested value)."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")  # not 1E+2, a DOUBLE
+    if isinstance(value, str):
+        return sql_string(value)
+    if type(value) is datetime.date:
+        return f"DATE '{value.isoformat()}'"
+    return None
+
+
 class DuckEngine(DuckPlan):
     name = "in-process"
 
@@ -267,7 +306,8 @@ class DuckEngine(DuckPlan):
         picked = ", ".join(map(q, dict.fromkeys([*on.values(), ROW_ID])))
         cond = " AND ".join(f"x.{q(n)} IS NOT DISTINCT FROM v.{q(v)}" for n, v in on.items()) or "TRUE"
         distinct = f"SELECT DISTINCT {picked} FROM ({values.sql})"
-        sql = f"SELECT x.*, v.{q(ROW_ID)} FROM ({rel.sql}) x JOIN ({distinct}) v ON {cond}"
+        kept = f"SELECT * FROM ({rel.sql}) x WHERE {_looked_up(restriction, on)}"
+        sql = f"SELECT x.*, v.{q(ROW_ID)} FROM ({kept}) x JOIN ({distinct}) v ON {cond}"
         return Rel(sql, (*rel.cols, ROW_ID))
 
     def numbered(self, targets: Settled) -> Settled:
@@ -308,6 +348,10 @@ class DuckEngine(DuckPlan):
             sql = f"SELECT DISTINCT {q(ROW_ID)} FROM ({settled.rows.sql}) WHERE {cond}"
             return self.settle(Rel(sql, (ROW_ID,)))
         return self.settle(Rel(f"SELECT 1 AS one FROM ({settled.rows.sql}) WHERE {cond} LIMIT 1", ("one",)))
+
+    def picked(self, rel: Rel, cols: Sequence[str]) -> Rel:
+        kept = (*cols, *[ROW_ID] * (ROW_ID in rel.cols))
+        return Rel(f"SELECT {', '.join(map(q, kept))} FROM ({rel.sql})", kept, rel.nonnull & set(kept))
 
     def named(self, rel: Rel, cols: Sequence[Col], distinct: bool) -> pa.Table:
         held = self._held.get(rel.sql)
@@ -398,7 +442,8 @@ class DuckEngine(DuckPlan):
             f"x.{q(n)} {'=' if v in values.nonnull else 'IS NOT DISTINCT FROM'} v.{q(v)}"
             for n, v in on.items()
         )
-        return Rel(f"SELECT x.* FROM ({rel.sql}) x SEMI JOIN ({values.sql}) v ON {cond}", rel.cols)
+        kept = f"SELECT * FROM ({rel.sql}) x WHERE {_looked_up(restriction, on)}"
+        return Rel(f"SELECT x.* FROM ({kept}) x SEMI JOIN ({values.sql}) v ON {cond}", rel.cols)
 
     def _call(self, node: Function, kid: Rel) -> Rel:
         """φ in normal mode on the (pushed-down) input rows: the UDF's own Arrow function, on

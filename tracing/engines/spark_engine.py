@@ -157,6 +157,9 @@ class SparkEngine:
         picked = joined.where(" OR ".join(f"{ident(t)} IS NULL" for t in tags))
         return self.settle(picked.select(ROW_ID).distinct() if numbered else picked.limit(1).select(F.lit(1)))
 
+    def picked(self, rel: DataFrame, cols: Sequence[str]) -> DataFrame:
+        return rel.selectExpr(*map(ident, [*cols, *[ROW_ID] * (ROW_ID in rel.columns)]))
+
     def named(self, rel: DataFrame, cols: Sequence[Col], distinct: bool) -> DataFrame | pa.Table:
         """``cols`` of ``rel`` under their names; rows this engine holds are renamed (and
         made distinct) in process, with no Spark job."""

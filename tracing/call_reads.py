@@ -13,13 +13,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from materialization.compile import ROW_ID
 from segmenter.segments import Segment
+from tracing.arrow_rows import first_rows
 from tracing.engines import PARENT, Engine, Settled
 from tracing.lineage import PER_ROW_MAX, ByRow, CallKey, Reads, call_key, for_each, unique_rows
+
+_ID, _CALL, _PLACE = "__id", "__call", "__place"
 
 # per table: rows traced once for several ids (a subtrahend): the segment that read them, the
 # rows, the ids they serve
@@ -100,9 +104,13 @@ class Renumbering:
                 continue
             at = rows.schema.get_field_index(ROW_ID)
             rooted = rows.set_column(at, ROW_ID, self._roots(ids))
-            for call, read_ids in by_call.items():
+            if keys.get(table):
+                for call, read in _per_call(rooted, ids, by_call, keys[table]):
+                    out.setdefault(call, {})[table] = read
+                continue
+            for call, read_ids in by_call.items():  # whole rows, nested ones among them: apart
                 read = rooted.filter(pc.is_in(ids, value_set=pa.array(read_ids, pa.int64())))
-                out.setdefault(call, {})[table] = unique_rows(read, keys.get(table))
+                out.setdefault(call, {})[table] = unique_rows(read)
         for table, parts in shared.items():
             for _, rows, ids in parts:
                 rows = rows.select(keys[table]) if keys.get(table) else rows
@@ -123,3 +131,25 @@ class Renumbering:
             for call in {c for j in self._chain(i) for c in self.calls.get(j, ())}:
                 found.setdefault(call, []).append(i)
         return found
+
+
+def _per_call(
+    rooted: pa.Table, ids: pa.ChunkedArray, by_call: dict[CallKey, list[int]], key: list[str]
+) -> Iterator[tuple[CallKey, pa.Table]]:
+    """Each call's rows of ``rooted`` (by ``key``, with their target's ``ROW_ID``): those whose
+    id (``ids``) is among the call's, each once, in their order; found by one join of the
+    ids with every call's, not a filter and a group-by per call (CDA Q21 at SF 0.1, one row:
+    5,529 calls, 2.3 s of its 2.9 s question)."""
+    calls = list(by_call)
+    pairs = pa.table({
+        _ID: pa.array([i for c in calls for i in by_call[c]], pa.int64()),
+        _CALL: pa.array(np.repeat(np.arange(len(calls)), [len(by_call[c]) for c in calls]), pa.int64()),
+    })  # fmt: skip
+    places = pa.table({_ID: ids, _PLACE: pa.array(np.arange(len(ids), dtype=np.int64))})
+    found = places.join(pairs, _ID, join_type="inner", use_threads=False)
+    found = found.sort_by([(_CALL, "ascending"), (_PLACE, "ascending")])
+    read = rooted.take(found.column(_PLACE)).append_column(_CALL, found.column(_CALL))
+    read = first_rows(read, [*key, ROW_ID, _CALL])  # each row once per target and call, in order
+    bounds = np.searchsorted(read.column(_CALL).to_numpy(), np.arange(len(calls) + 1))
+    for k, call in enumerate(calls):
+        yield call, read.slice(bounds[k], bounds[k + 1] - bounds[k]).drop_columns([_CALL])

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 
 from materialization.compile import ROW_ID
 from segmenter.segments import Segment
-from tracing.arrow_rows import first_rows
+from tracing.arrow_rows import exact_key, first_rows
 from tracing.engines import PARENT, Engine, Settled
-from tracing.lineage import PER_ROW_MAX, ByRow, CallKey, Reads, call_key, for_each, unique_rows
+from tracing.lineage import PER_ROW_MAX, ByRow, CallKey, Reads, ReasoningRows, call_key, for_each, unique_rows
 
 _ID, _CALL, _PLACE = "__id", "__call", "__place"
 
@@ -82,7 +82,7 @@ class Renumbering:
     def rooted(self, by_row: ByRow, keys: dict[str, list[str]]) -> ByRow:
         return ByRow(
             {t: self.root(r, keys.get(t)) for t, r in by_row.source.items()},
-            [replace(e, rows=self.root(e.rows)) for e in by_row.reasoning],
+            [replace(e, rows=self.root(e.rows, _call_inputs(e))) for e in by_row.reasoning],
             by_row.targets,
             {t: self.root(r, keys.get(t)) for t, r in by_row.via.items()},
         )
@@ -131,6 +131,17 @@ class Renumbering:
             for call in {c for j in self._chain(i) for c in self.calls.get(j, ())}:
                 found.setdefault(call, []).append(i)
         return found
+
+
+def _call_inputs(entry: ReasoningRows) -> list[str] | None:
+    """The columns that tell a model's calls apart (their inputs: the value and reason are a
+    function of them), where Arrow groups them exactly; None otherwise (rows then compared
+    whole, the nested reason through Python: CDA Q21's 13 k calls, 0.12 s)."""
+    rows = entry.rows
+    inputs = list(entry.inputs)
+    if not inputs or not all(exact_key(rows.column(c)) for c in inputs):
+        return None
+    return inputs
 
 
 def _per_call(

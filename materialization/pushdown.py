@@ -88,18 +88,29 @@ class Restriction:
             return df.where(kept).withColumn(ROW_ID, F.explode(ids))
         return null_safe_match(df, self._values([*on.values(), ROW_ID]), on, "inner", carry=[ROW_ID])
 
-    def _literals(self, on: dict[str, str]) -> tuple[Column, list[tuple[Column, set[int]]]] | None:
-        """Where the values are few, held here and of literal types: the test a row must pass
-        to be kept, and per distinct value of the ``on`` columns the null-safe test of a row
-        against it with the targets (``ROW_ID``) it serves; None otherwise. The test to keep
-        a row looks each column up in its values first (Spark hashes a long IN list), so
-        that a scan of many rows rarely evaluates the tests of whole values."""
+    def literal_values(self, on: dict[str, str]) -> dict[str, list[Any]] | None:
+        """Per restricted column (``on``: it -> the values' column), the values in order,
+        where they are few, held in process and of literal types (every engine may then
+        write them as literals); None otherwise."""
         rows = self.local
         if rows is None or rows.num_rows > LITERAL_ROWS or rows.num_rows * len(on) > LITERAL_TERMS:
             return None
         values = {k: rows.column(v).to_pylist() for k, v in on.items()}
         if any(x is not None and type(x) not in _LITERAL_TYPES for xs in values.values() for x in xs):
             return None
+        return values
+
+    def _literals(self, on: dict[str, str]) -> tuple[Column, list[tuple[Column, set[int]]]] | None:
+        """Where the values are few, held here and of literal types: the test a row must pass
+        to be kept, and per distinct value of the ``on`` columns the null-safe test of a row
+        against it with the targets (``ROW_ID``) it serves; None otherwise. The test to keep
+        a row looks each column up in its values first (Spark hashes a long IN list), so
+        that a scan of many rows rarely evaluates the tests of whole values."""
+        values = self.literal_values(on)
+        if values is None:
+            return None
+        rows = self.local
+        assert rows is not None
         types = {f.name: f.dataType.simpleString() for f in self.values.schema.fields}
         made: dict[tuple[str, Any], Column] = {}
 

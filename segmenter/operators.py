@@ -116,6 +116,11 @@ class Source(Node):
         return self.cols
 
     @property
+    def key_cols(self) -> tuple[Col, ...]:
+        """The key's columns (``key`` holds their ids)."""
+        return tuple(c for c in self.cols if c.id in self.key)
+
+    @property
     def key_names(self) -> tuple[str, ...]:
         """The key's columns by the names the table has (``key`` holds column ids)."""
         by_id = {c.id: c.name for c in self.cols}

@@ -115,7 +115,7 @@ def derive(
             if part.child is None:
                 leaf = part.leaf
                 assert isinstance(leaf, Source)
-                cols = [c for c in leaf.cols if c.id in leaf.key] if part.keyed else leaf.cols
+                cols = leaf.key_cols if part.keyed else leaf.cols
                 rows = engine.named(part.rows.rows, cols, distinct=False)
                 keys[leaf.table], leaves[leaf.table] = list(leaf.key_names), leaf
                 read_by = seg.id if checking is None else checking

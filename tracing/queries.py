@@ -92,7 +92,7 @@ def _by_key(leaf: Node, keyed: frozenset[int]) -> bool:
 def _wanted(leaf: Node, keyed: frozenset[int]) -> tuple[Col, ...]:
     """The columns of a segment input that its tracing carries (see :func:`_by_key`)."""
     if _by_key(leaf, keyed):
-        return tuple(c for c in leaf.columns if c.id in leaf.key)  # type: ignore[attr-defined]
+        return leaf.key_cols  # type: ignore[attr-defined]
     return leaf.columns
 
 

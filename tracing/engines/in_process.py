@@ -8,7 +8,6 @@ so before a question starts): every file local, every expression on the allow-li
 
 from __future__ import annotations
 
-import datetime
 import decimal
 import json
 import re
@@ -33,7 +32,7 @@ from materialization.duck_expressions import (
 from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated, source_scan
 from materialization.duck_plan import quoted as q
 from materialization.locations import local_path, parquet_scan, sql_string
-from materialization.pushdown import LITERAL_ROWS, LITERAL_TERMS, Restriction, push_to_leaves
+from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
 from reasoning_udfs.udf import ReasoningUDF, lookup, registered
 from segmenter.operators import (
@@ -158,28 +157,26 @@ def _by_key(restriction: Restriction, key: tuple[str, ...] | None) -> Restrictio
 
 def _looked_up(restriction: Restriction, on: dict[str, str]) -> str:
     """A test of literals that every row the semi-join with ``restriction``'s values keeps
-    passes (``on``: restricted column -> values' column), where the values are few, held
-    here and of literal types; "TRUE" otherwise. The join still decides; the literals let
-    DuckDB push the targets down through projections, unions and joins into the scans
-    (the rollup job at 1 M orders: one grouping set's rows of one segment, not three sets'
-    copies of every order joined with the target)."""
-    rows = restriction.local
-    if rows is None or rows.num_rows > LITERAL_ROWS or rows.num_rows * len(on) > LITERAL_TERMS:
+    passes (``on``: restricted column -> values' column), where the values may be literals
+    (:meth:`Restriction.literal_values`); "TRUE" otherwise. The join still decides; the
+    literals let DuckDB push the targets down through projections, unions and joins into the
+    scans (the rollup job at 1 M orders: one grouping set's rows of one segment, not three
+    sets' copies of every order joined with the target)."""
+    found = restriction.literal_values(on)
+    if found is None:
         return "TRUE"
     tests = []
-    for n, v in on.items():
-        values = dict.fromkeys(rows.column(v).to_pylist())
+    for n, xs in found.items():
+        values = dict.fromkeys(xs)
         literals = [_duck_literal(x) for x in values if x is not None]
-        if None in literals:
-            return "TRUE"
-        test = f"x.{q(n)} IN ({', '.join(literals)})" if literals else "FALSE"  # type: ignore[arg-type]
+        test = f"x.{q(n)} IN ({', '.join(literals)})" if literals else "FALSE"
         tests.append(f"({test} OR x.{q(n)} IS NULL)" if None in values else test)
     return " AND ".join(tests) or "TRUE"
 
 
-def _duck_literal(value: Any) -> str | None:
-    """``value`` as a DuckDB literal equal to it in every type it is compared with (None
-    where there is none: a float's text, a time zone, a nested value)."""
+def _duck_literal(value: Any) -> str:
+    """``value``, of one of the literal types (``pushdown._LITERAL_TYPES``), as a DuckDB
+    literal equal to it in every type it is compared with."""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
@@ -188,9 +185,7 @@ def _duck_literal(value: Any) -> str | None:
         return format(value, "f")  # not 1E+2, a DOUBLE
     if isinstance(value, str):
         return sql_string(value)
-    if type(value) is datetime.date:
-        return f"DATE '{value.isoformat()}'"
-    return None
+    return f"DATE '{value.isoformat()}'"  # a datetime.date
 
 
 class DuckEngine(DuckPlan):

@@ -99,8 +99,8 @@ def eager(loan: LineageSession) -> Run:
 def test_eager_capture_with_lazy_reasons_answers_as_with_eager_ones(loan: LineageSession, eager: Run) -> None:
     """reasons="lazy" on the eager backend: the models run in normal mode while the task
     runs, a question computes the reasons of the calls it reaches (cached in the run), and
-    every answer is that of a capture that computed them all; a forward question cannot
-    filter on reasons no call kept."""
+    every answer is that of a capture that computed them all; a forward question filtering
+    on reasons computes every call's."""
     lazy = loan.run(loan_task(loan), backend="eager", reasons="lazy")
     modes = (lazy.record["mode"], lazy.record["reasons"], eager.record["mode"])
     assert modes == ("normal", "lazy", "reasoning")
@@ -111,8 +111,10 @@ def test_eager_capture_with_lazy_reasons_answers_as_with_eager_ones(loan: Lineag
     assert [f for f in loan.load_run(lazy.id).record["added"] if f.startswith("reasons/")]
     rejected = {"udf": "credit_rules", "where": "Judge = 'Reject'"}
     assert lazy.forward(**rejected).rows() == eager.forward(**rejected).rows()
-    with pytest.raises(LineageError, match=r"ran its models without their reasons .* cannot filter on them"):
-        lazy.forward(udf="credit_rules", where="size(Judge_reason.attributes) > 1")
+    on_reasons = {"udf": "credit_rules", "where": "Judge_reason.loan_ratio > 2"}
+    found = lazy.forward(**on_reasons)  # every call's reason computed now, then filtered
+    assert found.rows() == eager.forward(**on_reasons).rows()
+    assert 0 < found.given.num_rows < lazy.forward(udf="credit_rules", where=None).given.num_rows
 
 
 @pytest.mark.parametrize("backend", ["lazy", "eager", "compressed"])

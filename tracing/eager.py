@@ -510,15 +510,20 @@ class EagerIndex:
             out.append(ReasoningRows(fn.udf, seg.id, names, fn.value.name, fn.reason.name, rows))
         return out
 
-    def _call_rows(self, seg: Segment, fn: Function, keys: pa.Table, *extra: tuple[str, str]) -> pa.Table:
-        """The stored rows of ``fn``'s calls that ``keys`` name: the call's inputs, value and
-        reason by the user's names, and ``extra`` columns. A run that ran its models in
-        normal mode (``reasons="lazy"``) stored no reason: it is computed now for these calls
-        alone, and cached in the run (:mod:`tracing.lazy_reasons`)."""
+    def _call_rows(
+        self, seg: Segment, fn: Function, keys: pa.Table | None, *extra: tuple[str, str]
+    ) -> pa.Table:
+        """The stored rows of ``fn``'s calls that ``keys`` name (None: every call): the call's
+        inputs, value and reason by the user's names, and ``extra`` columns. A run that ran its
+        models in normal mode (``reasons="lazy"``) stored no reason: it is computed now for
+        these calls alone, and cached in the run (:mod:`tracing.lazy_reasons`); a forward
+        question filtering on reasons computes those of every call once."""
+        stored = self._stored(seg)
+        by_id = [(c.id, c.id) for c in (*fn.arg_columns(), fn.value)]
+        picked = [*(by_id if self.lazy_reasons else _call_columns(fn)), *extra]
+        rows = self.reader.scan(stored, picked) if keys is None else self.reader.lookup(stored, keys, picked)
         if not self.lazy_reasons:
-            return self.reader.lookup(self._stored(seg), keys, [*_call_columns(fn), *extra])
-        by_id = [(c.id, c.id) for c in fn.arg_columns()] + [(fn.value.id, fn.value.id)]
-        rows = self.reader.lookup(self._stored(seg), keys, [*by_id, *extra])
+            return rows
         reasoned = with_reasons(self.reader.con, self.run_dir, fn, rows, self._types)
         names = dict(_call_columns(fn)) | {e: e for _, e in extra}
         return reasoned.rename_columns([names[c] for c in reasoned.column_names])
@@ -575,16 +580,14 @@ class EagerIndex:
         used: set[int] = set()
         checked: set[int] = set()
         decisions = []
-        if self.lazy_reasons and where is not None and any(fn.reason.name in where for _, fn in segs):
-            raise LineageError(
-                f"run {self.record['run_id']} ran its models without their reasons (reasons='lazy'): "
-                "a forward question cannot filter on them; ask about their inputs and values, or run "
-                "the task with reasons='eager'"
-            )
         for seg, fn in segs:
             name = index_name("fn", seg.id)
-            picked = [*_call_columns(fn, not self.lazy_reasons), (LID, LID)]
-            calls = self._filtered(self._stored(seg), picked, where, f"calls of {udf}")
+            if self.lazy_reasons and where is not None and fn.reason.name in where:
+                every = self._call_rows(seg, fn, None, (LID, LID))  # their reasons computed now
+                calls = self._filtered(every, None, where, f"calls of {udf}")
+            else:
+                picked = [*_call_columns(fn, not self.lazy_reasons), (LID, LID)]
+                calls = self._filtered(self._stored(seg), picked, where, f"calls of {udf}")
             decisions.append(calls.drop_columns([LID]))
             found = self._forward_lids(name, calls.select([LID]).rename_columns([FN]))
             used, checked = used | found[0], checked | found[1]
@@ -611,7 +614,7 @@ class EagerIndex:
             raise LineageError(f"ids of {table} do not fit {schema}: {exc}") from None
 
     def _filtered(
-        self, uri: Rows, select: Sequence[tuple[str, str]], where: str | None, what: str
+        self, uri: Rows | pa.Table, select: Sequence[tuple[str, str]] | None, where: str | None, what: str
     ) -> pa.Table:
         """Rows of ``uri`` matching ``where``, evaluated by Spark so that a predicate means
         what it means everywhere else in the API (Spark SQL: 0-based arrays, its functions)."""

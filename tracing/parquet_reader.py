@@ -83,7 +83,9 @@ class ParquetReader:
         assert self.spark_of is not None
         return self.spark_of()
 
-    def _read(self, uri: Rows) -> DataFrame:
+    def _read(self, uri: Rows | pa.Table) -> DataFrame:
+        if isinstance(uri, pa.Table):
+            return self.spark.createDataFrame(uri)
         if isinstance(uri, Source):
             return source_rows(self.spark, uri)
         return self.spark.read.parquet(uri)
@@ -174,8 +176,11 @@ class ParquetReader:
         assert path is not None
         return self.query(in_duck(path, self._columns(select), "SELECT * FROM __places"), __places=places)
 
-    def spark_scan(self, uri: Rows, select: Selection | None = None, where: str | None = None) -> pa.Table:
-        """:meth:`scan` by Spark, whatever the store: ``where`` in Spark SQL's dialect."""
+    def spark_scan(
+        self, uri: Rows | pa.Table, select: Selection | None = None, where: str | None = None
+    ) -> pa.Table:
+        """:meth:`scan` by Spark, whatever the store (or of rows in hand): ``where`` in Spark
+        SQL's dialect."""
         df = _selected(self._read(uri), select)
         return (df.filter(F.expr(where)) if where is not None else df).toArrow()
 

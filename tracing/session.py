@@ -282,8 +282,9 @@ class LineageSession:
         ``reasons="lazy"`` (lazy and eager backends): model calls run in normal mode while the
         task runs; a question computes the reasons of the calls it reaches and keeps them in the
         run; ``"eager"``: reasons computed while the task runs; ``"auto"`` (default): lazy where a
-        model's reasons are expensive (``ReasoningUDF.reason_cost``) on the lazy backend, eager on
-        the others (an eager capture computes them lazily only when asked).
+        model's reasons are expensive (``ReasoningUDF.reason_cost``) on the lazy and eager
+        backends (a forward question filtering on reasons computes every call's once), eager on
+        the others.
 
         Sources read with ``spark.read`` (Parquet, ORC, CSV, JSON), catalog tables and views
         over them are read where they are, fingerprinted; a question about the run fails in
@@ -326,10 +327,10 @@ class LineageSession:
         for snap in sorted({n.snapshot for n in parsed.root.walk() if isinstance(n, Source) and n.in_store}):
             check_snapshot(self.store.catalog, snap, None, check)
         check.raise_any("a source the task reads is damaged")
-        if backend == "lazy":
+        if backend in ("lazy", "eager"):
             costs = [lookup(n.udf).reason_cost for n in parsed.root.walk() if isinstance(n, Function)]
             reasons = resolve_reasons(reasons, strategy, costs)
-        elif backend != "eager" or reasons != "lazy":  # an eager capture's reasons lazy only when asked
+        else:
             reasons = "eager"
         root = segments_for(parsed.root, backend)
         if capture is not None:

@@ -96,18 +96,26 @@ def eager(loan: LineageSession) -> Run:
     return loan.run(loan_task(loan), backend="eager", capture=Capture(storage=("pairs", "provrc")))
 
 
-def test_eager_capture_with_lazy_reasons_answers_as_with_eager_ones(loan: LineageSession, eager: Run) -> None:
+def test_eager_capture_with_lazy_reasons_answers_as_with_eager_ones(
+    loan: LineageSession, eager: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """reasons="lazy" on the eager backend: the models run in normal mode while the task
-    runs, a question computes the reasons of the calls it reaches (cached in the run), and
-    every answer is that of a capture that computed them all; a forward question filtering
-    on reasons computes every call's."""
+    runs, a question computes the reasons of the calls it reaches (cached in the run, and
+    said to the session's progress), and every answer is that of a capture that computed
+    them all; a forward question filtering on reasons computes every call's."""
     lazy = loan.run(loan_task(loan), backend="eager", reasons="lazy")
     modes = (lazy.record["mode"], lazy.record["reasons"], eager.record["mode"])
     assert modes == ("normal", "lazy", "reasoning")
     parts = ("rows", "targets", "source_lineage", "control_lineage", "reasoning_lineage")
+    said: list[str] = []
+    monkeypatch.setattr(loan, "progress", said.append)
+    computed = []
     for asked in ({"where": "Judge = 'Reject'"}, {}, {}):  # the last from the reasons cached
         mine, theirs = lazy.lineage(**asked).to_dict(), eager.lineage(**asked).to_dict()
         assert [mine[p] for p in parts] == [theirs[p] for p in parts], asked
+        computed.append([m for m in said if m.startswith("credit_rules: computing the reasons of ")])
+        said.clear()
+    assert [len(c) for c in computed] == [1, 1, 0], computed
     assert [f for f in loan.load_run(lazy.id).record["added"] if f.startswith("reasons/")]
     rejected = {"udf": "credit_rules", "where": "Judge = 'Reject'"}
     assert lazy.forward(**rejected).rows() == eager.forward(**rejected).rows()

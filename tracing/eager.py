@@ -38,7 +38,7 @@ from tracing.compressed import open_compressed
 from tracing.errors import NotCapturedError, TargetNotFoundError, first_line
 from tracing.forward import CONTRIBUTING, CONTROL, DEPENDENCE, ForwardLineage
 from tracing.forward_index import forward_index
-from tracing.lazy_reasons import with_reasons
+from tracing.lazy_reasons import Tell, with_reasons
 from tracing.lineage import (
     PER_ROW_MAX,
     SEGMENT,
@@ -102,7 +102,7 @@ class EagerIndex:
 
     def __init__(
         self, spark_of: SparkOf, store: ResultsStore, record: dict[str, Any], task: Task, root: Segment,
-        storage: str = "pairs",
+        storage: str = "pairs", tell: Tell | None = None,
     ):
         self.run_dir = store.run_dir(record["run_id"])
         self.record = record
@@ -111,6 +111,7 @@ class EagerIndex:
         self.meta = record["capture"]
         self.reader = ParquetReader(spark_of, local_path(self.run_dir) is not None)
         self.lazy_reasons = record.get("reasons") == "lazy"  # models ran in normal mode: no reason stored
+        self.tell = tell  # where a question says it computes such reasons
         self.sources = {n.table: n for n in task.root.walk() if isinstance(n, Source)}
         self.storage = storage
         self.pairs: PairIndex = (
@@ -524,7 +525,7 @@ class EagerIndex:
         rows = self.reader.scan(stored, picked) if keys is None else self.reader.lookup(stored, keys, picked)
         if not self.lazy_reasons:
             return rows
-        reasoned = with_reasons(self.reader.con, self.run_dir, fn, rows, self._types)
+        reasoned = with_reasons(self.reader.con, self.run_dir, fn, rows, self._types, self.tell)
         names = dict(_call_columns(fn)) | {e: e for _, e in extra}
         return reasoned.rename_columns([names[c] for c in reasoned.column_names])
 

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -29,11 +30,16 @@ from reasoning_udfs.udf import lookup
 from segmenter.errors import LineageError
 from segmenter.operators import Function
 
+Tell = Callable[[str], None]  # where a question says what it is doing (the session's progress)
 
-def with_reasons(con: Any, run_dir: str, fn: Function, rows: pa.Table, types: dict[str, SqlType]) -> pa.Table:
+
+def with_reasons(
+    con: Any, run_dir: str, fn: Function, rows: pa.Table, types: dict[str, SqlType], tell: Tell | None = None
+) -> pa.Table:
     """``rows`` (by column id, ``fn``'s arguments and value among them) with the reason of
     each call in ``fn.reason.id``: the run's cached reasons looked up in one query, those not
-    cached computed now, cached, and given to their rows by a second."""
+    cached computed now (said to ``tell`` first: an expensive model's may take minutes),
+    cached, and given to their rows by a second."""
     evaluated, args, ddls = argument_columns(fn, types)
     kept = [c for c in rows.column_names if c != fn.reason.id]
     keyed = f"SELECT *, {evaluated} FROM {{rows}}"
@@ -51,6 +57,8 @@ def with_reasons(con: Any, run_dir: str, fn: Function, rows: pa.Table, types: di
     if pc.any(missing).as_py():  # None where there are no rows
         calls = ", ".join(map(quoted, [*args, fn.value.id]))
         todo = _query(con, f"SELECT DISTINCT {calls} FROM {{missed}}", missed=looked.filter(missing))
+        if tell is not None:
+            tell(f"{fn.udf}: computing the reasons of {todo.num_rows:,} call(s) the task ran without them")
         made = lookup(fn.udf).arrow_function("reasoning")(*arguments(todo, args, ddls))
         if made.field("value").to_pylist() != todo.column(fn.value.id).to_pylist():
             raise LineageError(

@@ -471,9 +471,14 @@ class Run:
             )
         if storage not in self._indexes:
             self._indexes[storage] = EagerIndex(
-                lambda: self.session.spark, self.session.store, self.record, self.task, self.root, storage
+                lambda: self.session.spark, self.session.store, self.record, self.task, self.root, storage,
+                self._said,
             )
         return self._indexes[storage]
+
+    def _said(self, news: str) -> None:
+        """What a question says it is doing, to the session's progress (read when said)."""
+        self.session.progress(news)
 
     @property
     def index_bytes(self) -> int:
@@ -748,7 +753,7 @@ class Run:
     def _lineage(self, where: str | None, rows: Any, drawn: pa.Table | None, engine: str) -> AugmentedLineage:
         complete = self.record["mode"] == "reasoning"
         restorer = self._restorer
-        tracer = choose_engine(self.root, restorer, complete, engine)
+        tracer = choose_engine(self.root, restorer, complete, engine, self._said)
         with value_errors(where):
             chosen, df = self._targets(tracer, where, rows, drawn)
         if chosen.count == 0:

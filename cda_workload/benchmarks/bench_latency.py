@@ -17,8 +17,9 @@ collected to Python (``to_dict()``) inside the timed block:
   model calls the fm run stored, and for TPC-H Q3/Q10).
 
 ``--sizes`` and ``--ways`` choose fewer questions and ways (rerun's run is always made: it gives
-the rows asked about); ``--reasons auto`` makes the lazy strategies' runs as a user's default
-does, sparing a model's expensive reasons at task time (then fm is the fm-lazy way).
+the rows asked about); ``--reasons auto`` makes the lazy strategies' and the eager runs as a
+user's default does, sparing a model's expensive reasons at task time (then fm is the fm-lazy
+way).
 
 Ways alternate inside each repetition, so load bursts hit all of them; each starts after a
 full garbage collection in Python and in Spark's driver (untimed), so that none pays for the
@@ -291,8 +292,8 @@ def measure(
     sizes: tuple[int, ...] = SIZES,
 ) -> Iterator[list[dict[str, Any]]]:
     """The latency of each of ``ways``, the records of one question size at a time;
-    ``reasons`` is that of the rerun, fm and full runs (each runs: rerun gives the output rows
-    asked about). Answers are checked against the first way's."""
+    ``reasons`` is that of the rerun, fm, full and eager runs (each runs: rerun gives the output
+    rows asked about). Answers are checked against the first way's."""
     eager = bool({"eager", "compressed"} & set(ways))
     named = [*LAZY, *["fm-lazy"] * ("fm-lazy" in ways), *["eager"] * eager]
     log(f"{case.name}: running the task ({', '.join(named)})")
@@ -301,7 +302,7 @@ def measure(
         runs["fm-lazy"] = als.run(case.task(als), strategy="fm", reasons="lazy")
     if eager:
         capture = Capture(storage=("pairs", "provrc"))
-        runs["eager"] = als.run(case.task(als), backend="eager", capture=capture)
+        runs["eager"] = als.run(case.task(als), backend="eager", capture=capture, reasons=reasons)
     output = runs["rerun"].output
     names = output.columns
     rows = [tuple(r) for r in output.collect()]
@@ -509,8 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         "--reasons",
         choices=("eager", "auto", "lazy"),
         default="eager",
-        help="reasons= of the rerun, fm and full runs (default eager: computed while the task runs; "
-        "auto or lazy spare the task a model's expensive reasons, and the fm run is then the fm-lazy one)",
+        help="reasons= of the rerun, fm, full and eager runs (default eager: computed while the task "
+        "runs; auto or lazy spare the task a model's expensive reasons, and the fm run is then the "
+        "fm-lazy one)",
     )
     parser.add_argument(
         "--sizes",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +23,9 @@ from materialization.pushdown import Restriction
 from materialization.restore import Restorer
 from segmenter.operators import Col, Expr, Node
 from segmenter.segments import Segment
+
+if TYPE_CHECKING:
+    from tracing.lazy_reasons import Tell
 
 ENGINES = ("auto", "in-process", "spark")
 
@@ -109,10 +112,13 @@ class Engine(Protocol):
         """Rows found along several paths, each once."""
 
 
-def choose_engine(root: Segment, restorer: Restorer, complete: bool, prefer: str = "auto") -> Engine:
+def choose_engine(
+    root: Segment, restorer: Restorer, complete: bool, prefer: str = "auto", tell: Tell | None = None
+) -> Engine:
     """The engine that answers a question about ``root``'s run: in process where every
     input is a local file, small enough, and every expression the tracing queries evaluate
-    gives the same values in DuckDB; Spark otherwise (or when ``prefer`` says so)."""
+    gives the same values in DuckDB; Spark otherwise (or when ``prefer`` says so). ``tell``:
+    where the in-process engine says it computes reasons the task did not."""
     from tracing.engines.in_process import DuckEngine, check_in_process
     from tracing.engines.spark_engine import SparkEngine
     from tracing.errors import LineageError
@@ -122,7 +128,7 @@ def choose_engine(root: Segment, restorer: Restorer, complete: bool, prefer: str
     if prefer != "spark":
         try:
             check_in_process(root, restorer, complete)
-            return DuckEngine(restorer, root)
+            return DuckEngine(restorer, root, tell)
         except NotInProcess as e:
             if prefer == "in-process":
                 raise LineageError(f"this question cannot be answered in process: {e}") from None

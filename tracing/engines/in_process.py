@@ -46,7 +46,7 @@ from segmenter.row_keys import row_key
 from segmenter.segments import Segment
 from tracing.arrow_rows import distinct_flat, exact_key, first_rows
 from tracing.engines import PARENT, Settled, renumber
-from tracing.lazy_reasons import argument_columns, arguments, arrow_type, with_reasons
+from tracing.lazy_reasons import Tell, argument_columns, arguments, arrow_type, with_reasons
 from tracing.sample import in_duck
 
 MAX_CALLS = 50_000  # model calls a question may rerun in process (more: Spark's executors)
@@ -191,9 +191,10 @@ def _duck_literal(value: Any) -> str:
 class DuckEngine(DuckPlan):
     name = "in-process"
 
-    def __init__(self, restorer: Restorer, root: Segment) -> None:
+    def __init__(self, restorer: Restorer, root: Segment, tell: Tell | None = None) -> None:
         super().__init__(duck.cursor("questions", register_functions), column_types(root), _parquet)
         self.restorer = restorer
+        self.tell = tell
         self._names = count()
         self._held: dict[str, Settled] = {}  # rows held in process, by the SQL that reads them
         self._unregistered: dict[str, pa.Table] = {}  # held, not yet read by a query
@@ -376,7 +377,8 @@ class DuckEngine(DuckPlan):
 
     def _reasoned_by(self, fn: Function, rel: Rel) -> Rel:
         """``rel``'s rows with the reasons of ``fn``'s calls (cached, else computed now)."""
-        rows = with_reasons(self.con, self.restorer.run_dir, fn, self.settle(rel).local, self.types)
+        local = self.settle(rel).local
+        rows = with_reasons(self.con, self.restorer.run_dir, fn, local, self.types, self.tell)
         return self._register(rows.select(list(rel.cols))).rows
 
     def _with_args(self, fn: Function, rel: Rel) -> tuple[Rel, list[str], list[str]]:

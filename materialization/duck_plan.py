@@ -9,8 +9,10 @@ semi-join or a difference from its inputs' files, so that the task carries no ta
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
@@ -52,6 +54,22 @@ def quoted(name: str) -> str:
 
 
 q = quoted
+
+
+def duck_literal(value: Any) -> str:
+    """``value`` (NULL, or of one of the literal types: ``pushdown._LITERAL_TYPES``) as a
+    DuckDB literal equal to it in every type it is compared with."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")  # not 1E+2, a DOUBLE
+    if isinstance(value, str):
+        return sql_string(value)
+    return f"DATE '{value.isoformat()}'"  # a datetime.date
 
 
 def source_scan(node: Source, scan: Callable[[str], str]) -> str:

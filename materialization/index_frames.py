@@ -39,7 +39,7 @@ from materialization.capture import (
 )
 from materialization.compile import TAG_PREFIX, read_source, ref
 from materialization.duck_expressions import register_functions
-from materialization.duck_plan import DuckPlan, Rel, column_types, quoted, source_scan
+from materialization.duck_plan import DuckPlan, Rel, column_types, duck_literal, quoted, source_scan
 from materialization.locations import local_path, parquet_scan, sql_string
 from materialization.store import ResultsStore
 from segmenter.operators import OuterJoin, Source
@@ -270,12 +270,6 @@ class SparkFrames:
             df.unpersist()
 
 
-def _literal(value: Any) -> str:
-    if isinstance(value, str):
-        return sql_string(value)
-    return "NULL" if value is None else repr(value)
-
-
 _DUCK_TYPES = {
     "tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER", "bigint": "BIGINT", "long": "BIGINT",
     "string": "VARCHAR",
@@ -450,7 +444,7 @@ class DuckFrames:
     def with_value(self, rel: str, column: str, value: Any, dtype: str = "int") -> str:
         kept = [c for c in self.columns(rel) if c != column]
         picked = "".join(f"{quoted(c)}, " for c in kept)
-        value_sql = f"CAST({_literal(value)} AS {_DUCK_TYPES[dtype]})"
+        value_sql = f"CAST({duck_literal(value)} AS {_DUCK_TYPES[dtype]})"
         return f"SELECT {picked}{value_sql} AS {quoted(column)} FROM ({rel})"
 
     def tag_pairs(self, lineage: str, tag: str, array: bool, expand: bool) -> str:
@@ -477,7 +471,7 @@ class DuckFrames:
         return f"SELECT * FROM ({rel}) WHERE {quoted(LID)} IN (SELECT {quoted(LID)} FROM ({lids}))"
 
     def where_equal(self, rel: str, column: str, value: Any) -> str:
-        return f"SELECT * FROM ({rel}) WHERE {quoted(column)} = {_literal(value)}"
+        return f"SELECT * FROM ({rel}) WHERE {quoted(column)} = {duck_literal(value)}"
 
     def drop(self, rel: str, *cols: str) -> str:
         gone = [c for c in cols if c in self.columns(rel)]

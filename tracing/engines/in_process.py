@@ -8,7 +8,6 @@ so before a question starts): every file local, every expression on the allow-li
 
 from __future__ import annotations
 
-import decimal
 import json
 import re
 from collections.abc import Sequence
@@ -29,9 +28,9 @@ from materialization.duck_expressions import (
     register_functions,
     to_duckdb,
 )
-from materialization.duck_plan import DuckPlan, Rel, column_types, evaluated, source_scan
+from materialization.duck_plan import DuckPlan, Rel, column_types, duck_literal, evaluated, source_scan
 from materialization.duck_plan import quoted as q
-from materialization.locations import local_path, parquet_scan, sql_string
+from materialization.locations import local_path, parquet_scan
 from materialization.pushdown import Restriction, push_to_leaves
 from materialization.restore import Restorer
 from reasoning_udfs.udf import ReasoningUDF, lookup, registered
@@ -168,24 +167,10 @@ def _looked_up(restriction: Restriction, on: dict[str, str]) -> str:
     tests = []
     for n, xs in found.items():
         values = dict.fromkeys(xs)
-        literals = [_duck_literal(x) for x in values if x is not None]
+        literals = [duck_literal(x) for x in values if x is not None]
         test = f"x.{q(n)} IN ({', '.join(literals)})" if literals else "FALSE"
         tests.append(f"({test} OR x.{q(n)} IS NULL)" if None in values else test)
     return " AND ".join(tests) or "TRUE"
-
-
-def _duck_literal(value: Any) -> str:
-    """``value``, of one of the literal types (``pushdown._LITERAL_TYPES``), as a DuckDB
-    literal equal to it in every type it is compared with."""
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, decimal.Decimal):
-        return format(value, "f")  # not 1E+2, a DOUBLE
-    if isinstance(value, str):
-        return sql_string(value)
-    return f"DATE '{value.isoformat()}'"  # a datetime.date
 
 
 class DuckEngine(DuckPlan):

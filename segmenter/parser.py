@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from segmenter.constructs import RULES
-from segmenter.constructs.selections import remember_outer_conditions
+from segmenter.constructs.selections import models_last, remember_outer_conditions
 from segmenter.errors import UnsupportedTaskError
 from segmenter.operators import Projection, SortKey, Source, Task, column_expr
 from segmenter.plan_reader import TRANSPARENT, JObj, PlanReader
@@ -45,7 +45,7 @@ def _prepared(p: PlanReader, plan: JObj) -> JObj:
     another, TPC-H Q20's scalar subquery inside an IN, surfaces only once its parent is
     rewritten; a plan without constants to fold or subqueries stays as it is)."""
     rules = p.jvm.org.apache.spark.sql.catalyst.optimizer
-    plan = rules.ConstantFolding.apply(plan)
+    plan = models_last(p, rules.ConstantFolding.apply(plan))
     remember_outer_conditions(p, plan)
     for _ in range(len(_PREPARE) + 1):
         before = plan

@@ -377,15 +377,18 @@ def test_where_over_a_left_join_applies_its_kept_side_conjuncts_below(suite: Sui
     above = {e.sql for n in task.root.walk() if isinstance(n, Selection) for e in n.condition} - below
     sides = [("o_totalprice" in e, "l_linenumber" in e) for e in (*below, *above)]
     assert sides == [(True, False), (False, True)]
-    judged = suite.als.parse(  # a conjunct that calls a model stays where it was written
-        """SELECT o_orderkey FROM orders LEFT SEMI JOIN lineitem ON l_orderkey = o_orderkey
-           WHERE o_totalprice > 100000 AND suite_sentiment(o_comment) = 'Positive'"""
-    )
-    (semi,) = [n for n in judged.root.walk() if isinstance(n, Join) and n.semi]
-    (call,) = [n for n in judged.root.walk() if isinstance(n, Function)]
-    assert semi in set(call.walk()) and call not in set(semi.walk())
-    below = [e.sql for n in semi.inputs[0].walk() if isinstance(n, Selection) for e in n.condition]
-    assert len(below) == 1 and "o_totalprice" in below[0]
+    judge = "o_totalprice > 100000 AND suite_sentiment(o_comment) = 'Positive'"
+    for written in (  # a conjunct that calls a model stays above the join, by a join or EXISTS
+        f"SELECT o_orderkey FROM orders LEFT SEMI JOIN lineitem ON l_orderkey = o_orderkey WHERE {judge}",
+        f"SELECT o_orderkey FROM orders WHERE {judge} AND EXISTS "
+        "(SELECT 1 FROM lineitem WHERE l_orderkey = o_orderkey)",
+    ):
+        judged = suite.als.parse(written)
+        (semi,) = [n for n in judged.root.walk() if isinstance(n, Join) and n.semi]
+        (call,) = [n for n in judged.root.walk() if isinstance(n, Function)]
+        assert semi in set(call.walk()) and call not in set(semi.walk()), written
+        below = [e.sql for n in semi.inputs[0].walk() if isinstance(n, Selection) for e in n.condition]
+        assert len(below) == 1 and "o_totalprice" in below[0], written
     run = suite.als.run(sql, strategy="fm")
     rows = Counter(tuple(r) for r in run.output.collect())
     assert rows == Counter(tuple(r) for r in suite.als.sql(sql).collect())

@@ -12,6 +12,35 @@ from segmenter.plan_reader import JObj, PlanReader, Rule, visible
 _LEFT_KEEPING = ("LeftOuter", "LeftSemi", "LeftAnti", "ExistenceJoin")
 
 
+def models_last(p: PlanReader, plan: JObj) -> JObj:
+    """``plan`` with each WHERE that holds both a subquery and a conjunct calling a model
+    split in two, the model's conjuncts above: Spark's decorrelation puts a WHERE's other
+    conjuncts below the semi, anti or outer join it makes of the subquery, and a model
+    runs on the rows the subquery keeps, where the user wrote it (TPC-H Q21 as written, its
+    sentiment filter beside EXISTS and NOT EXISTS: 465 calls at SF 0.1, not 8,590)."""
+    kids = [models_last(p, k) for k in p.items(plan.children())]
+    if kids:
+        plan = plan.withNewChildren(p.to_seq(kids))
+    if plan.getClass().getSimpleName() != "Filter":
+        return plan
+    conjuncts = p.split_and(plan.condition())
+    subqueries = [p.has_subquery(c) for c in conjuncts]
+    calls = [not q and bool(p.udf_calls([c])) for c, q in zip(conjuncts, subqueries)]
+    if not any(calls) or not any(subqueries):
+        return plan
+    logical = p.jvm.org.apache.spark.sql.catalyst.plans.logical
+    above = _conjunction(p, [c for c, m in zip(conjuncts, calls) if m])
+    rest = _conjunction(p, [c for c, m in zip(conjuncts, calls) if not m])
+    return logical.Filter(above, logical.Filter(rest, plan.child()))
+
+
+def _conjunction(p: PlanReader, exprs: list[JObj]) -> JObj:
+    first, *others = exprs
+    if not others:
+        return first
+    return p.jvm.org.apache.spark.sql.catalyst.expressions.And(first, _conjunction(p, others))
+
+
 def remember_outer_conditions(p: PlanReader, plan: JObj) -> None:
     """The conjuncts that sit beside a subquery in one WHERE clause: they choose the
     outer rows the subquery is asked about, so they go below the outer, semi, anti or
@@ -53,7 +82,6 @@ def _outer_rows_first(p: PlanReader, plan: JObj) -> JObj:
     early = [c for c, g in zip(conjuncts, goes) if g]
     if not early:
         return plan
-    ex = p.jvm.org.apache.spark.sql.catalyst.expressions
     logical = p.jvm.org.apache.spark.sql.catalyst.plans.logical
 
     def below(node: JObj, cond: JObj) -> JObj:
@@ -64,12 +92,9 @@ def _outer_rows_first(p: PlanReader, plan: JObj) -> JObj:
             return node.withNewChildren(p.to_seq([below(kids[0], cond), *kids[1:]]))
         return logical.Filter(cond, node)
 
-    def conjunction(exprs: list[JObj]) -> JObj:
-        return exprs[0] if len(exprs) == 1 else ex.And(exprs[0], conjunction(exprs[1:]))
-
     rest = [c for c, g in zip(conjuncts, goes) if not g]
-    child = below(plan.child(), conjunction(early))
-    return logical.Filter(conjunction(rest), child) if rest else child
+    child = below(plan.child(), _conjunction(p, early))
+    return logical.Filter(_conjunction(p, rest), child) if rest else child
 
 
 def _keeps_left(node: JObj) -> bool:

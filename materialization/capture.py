@@ -37,7 +37,6 @@ from sqlglot import exp
 
 from materialization.compile import (
     TAG_PREFIX,
-    WROW,
     Compiler,
     aliased,
     grouped,
@@ -417,19 +416,12 @@ class Capturer:
             return self._outer(seg, inputs)
         joins = [op for op in seg.operators if isinstance(op, Join)]
         windowed = any(isinstance(op, Window) for op in seg.operators)  # its tagged rows: frame pairs
-        semi = any(j.semi for j in joins)
-        if windowed and not semi and not seg.aggregations:
-            return self._windowed(seg, inputs)
-        if windowed or semi or (seg.aggregations and not joins):
+        if windowed or any(j.semi for j in joins) or (seg.aggregations and not joins):
             return self._separate(seg, inputs)
         return self._inline(seg, inputs)
 
-    def _compiler(
-        self, inputs: dict[int, DataFrame], tagged: bool = False, numbered: bool = False
-    ) -> Compiler:
-        return Compiler(
-            self.spark, self.mode, inputs=lambda n: inputs.get(id(n)), tagged=tagged, numbered=numbered
-        )
+    def _compiler(self, inputs: dict[int, DataFrame], tagged: bool = False) -> Compiler:
+        return Compiler(self.spark, self.mode, inputs=lambda n: inputs.get(id(n)), tagged=tagged)
 
     def _inline(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """One pass: tags ride along the body's rows and are collected by the aggregations."""
@@ -443,20 +435,6 @@ class Capturer:
         out = self._compiler({id(above): df}).compile(seg.top)
         arrays = bool(seg.aggregations)
         return SegmentCapture(out, None, {t: self._info(seg, t, arrays) for t in tags})
-
-    def _windowed(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
-        """One pass over a window's body: its frame pairs (each kept row once per row of its
-        frame, the filters above the window applied first) grouped back into the rows, each
-        tag collected into a list, and the φ chain over them, so the window runs once (a
-        separate lineage pass ran it and its input twice: the retail job's window over 1 M
-        orders)."""
-        df = self._compiler(inputs, tagged=True, numbered=True).compile(seg.body_top)
-        tags = tags_of(df)
-        row = [F.expr(f"first({ident(c)})").alias(c) for c in df.columns if c not in (*tags, WROW)]
-        df = df.groupBy(WROW).agg(*row, *[F.collect_list(ref(t)).alias(t) for t in tags]).drop(WROW)
-        df = df.withColumn(LID, lid_of(lid_columns(seg)))
-        out = self._compiler({id(seg.body_top): df}).compile(seg.top)
-        return SegmentCapture(out, None, {t: self._info(seg, t, True) for t in tags})
 
     def _separate(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
         """The output from the plain plan and the lineage, keyed by the same lineage ids, from

@@ -143,14 +143,6 @@ def tags_of(df: DataFrame) -> list[str]:
     return [c for c in df.columns if c.startswith(TAG_PREFIX)]
 
 
-WROW = "__al_wrow"  # a window's row, numbered while its frame's tags are collected back into it
-
-
-def riding(df: DataFrame) -> list[str]:
-    """The columns every operator carries along: the tags, and a window's row number."""
-    return [*tags_of(df), *([WROW] if WROW in df.columns else [])]
-
-
 @dataclass
 class Compiler:
     spark: SparkSession
@@ -160,7 +152,6 @@ class Compiler:
     probes: dict[int, str] = field(default_factory=dict)  # tagged: semi-joins kept as such (tracing)
     checks: bool = True  # a window's tie check (off over candidate rows, which tie by design)
     frames: bool = True  # tagged: a window's rows paired with their frames' tags (else their own)
-    numbered: bool = False  # frames: each pair names its window row (``WROW``), to be grouped back
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -181,7 +172,7 @@ class Compiler:
 
     def _projection(self, node: Projection) -> DataFrame:
         df = self.compile(node.child)
-        return df.selectExpr(*[aliased(e.sql, c.id) for c, e in node.outputs], *map(ident, riding(df)))
+        return df.selectExpr(*[aliased(e.sql, c.id) for c, e in node.outputs], *map(ident, tags_of(df)))
 
     def _join(self, node: Join) -> DataFrame:
         frames = [self.compile(child) for child in node.inputs]
@@ -264,12 +255,9 @@ class Compiler:
         if not (self.tagged and tags and self.frames):
             return df.selectExpr("*", *functions)
         rows = df.drop(*tags).selectExpr("*", *functions, *[aliased(e.sql, c.id) for c, e in node.keys])
-        if self.numbered:  # after the window's own sort: the same numbers if a stage is run again
-            rows = rows.withColumn(WROW, F.monotonically_increasing_id())
         frame = df.selectExpr(*[aliased(e.sql, c.id) for c, e in node.frame_keys], *map(ident, tags))
         paired = rows.join(frame, conjunction(node.frame), "inner") if node.frame else rows.crossJoin(frame)
-        numbered = [WROW] if self.numbered else []
-        return paired.selectExpr(*[ident(c.id) for c in node.columns], *map(ident, tags), *numbered)
+        return paired.selectExpr(*[ident(c.id) for c in node.columns], *map(ident, tags))
 
     def _aggregation(self, node: Aggregation) -> DataFrame:
         df = self.compile(node.child)
@@ -283,7 +271,7 @@ class Compiler:
             df = self.compile(child)
             pairs = zip(child.match_columns(), node.outputs)
             renamed = [aliased(ident(s.id), o.id) for s, o in pairs]
-            frames.append(df.selectExpr(*renamed, *map(ident, riding(df))))
+            frames.append(df.selectExpr(*renamed, *map(ident, tags_of(df))))
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=self.tagged), frames)
 
     def _difference(self, node: Difference) -> DataFrame:

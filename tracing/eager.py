@@ -243,9 +243,11 @@ class EagerIndex:
         reasoning: list[ReasoningRows] = []
         by_row = ByRow({}, [], self._numbered(targets)) if numbered else None
         reads: Reads = {}
+        once = self.storage == "pairs" and len(lids) == 1  # an index holds a row's pairs once each
         for name, tables in sorted(pairs.items()):
             owned = pa.concat_tables(tables, promote_options="permissive")
-            found = _distinct(owned.drop_columns([LID]) if numbered else owned)
+            picked = owned.drop_columns([LID]) if numbered else owned
+            found = picked if once and len(tables) == 1 else _distinct(picked)
             started = time.perf_counter()
             if name.startswith("src-"):
                 table = name[len("src-") :]

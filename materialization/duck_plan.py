@@ -9,6 +9,7 @@ semi-join or a difference from its inputs' files, so that the task carries no ta
 
 from __future__ import annotations
 
+import datetime
 import decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -69,7 +70,9 @@ def duck_literal(value: Any) -> str:
         return format(value, "f")  # not 1E+2, a DOUBLE
     if isinstance(value, str):
         return sql_string(value)
-    return f"DATE '{value.isoformat()}'"  # a datetime.date
+    if type(value) is datetime.date:  # not a datetime, a subclass with a time and a zone
+        return f"DATE '{value.isoformat()}'"
+    raise TypeError(f"no DuckDB literal is written for a {type(value).__name__} ({value!r})")
 
 
 def source_scan(node: Source, scan: Callable[[str], str]) -> str:

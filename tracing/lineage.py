@@ -328,10 +328,10 @@ class AugmentedLineage:
         answer cannot tell them apart)."""
         rows = self._arrow(table)  # deferred rows read now: a split of the rows read before dropped
         if table not in self._arrows:
-            if not self.control.get(table):  # no read of it checks: every row contributes
+            used = self._used(table, rows)
+            if pc.all(used).as_py():  # every row contributes (no read of the table checks): no copy
                 self._arrows[table] = (rows, rows.slice(0, 0))
             else:
-                used = self._used(table, rows)
                 self._arrows[table] = (rows.filter(used), rows.filter(pc.invert(used)))
         return self._arrows[table]
 

@@ -26,7 +26,7 @@ the children's stored rows: the task then writes its output with the lineage ids
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ from materialization.compile import (
     TAG_PREFIX,
     Compiler,
     aliased,
+    conjunction,
     grouped,
     ident,
     read_source,
@@ -328,6 +329,8 @@ class SegmentCapture:
     # "fields" ([column, attribute] pairs written flat)
     tags: dict[str, dict[str, Any]]
     derived: bool = False  # the lineage is derived when the indexes are built (Frames.derived)
+    # the lineage made from the output once stored (read back): :meth:`Capturer._by_output`
+    from_output: Callable[[DataFrame], DataFrame] | None = None
 
 
 class Capturer:
@@ -407,7 +410,9 @@ class Capturer:
             info["packed"] = self.packed[leaf.table]
         return info
 
-    def segment(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture:
+    def segment(self, seg: Segment, inputs: dict[int, DataFrame], stored: bool = False) -> SegmentCapture:
+        """``seg``'s capture; ``stored``: its output is written and read back before its
+        lineage is (a window's frame pairs may then be made from it)."""
         if seg.id in self.derived:
             return self._derived(seg, inputs)
         if seg.is_d:
@@ -416,6 +421,9 @@ class Capturer:
             return self._outer(seg, inputs)
         joins = [op for op in seg.operators if isinstance(op, Join)]
         windowed = any(isinstance(op, Window) for op in seg.operators)  # its tagged rows: frame pairs
+        found = self._by_output(seg, inputs) if windowed and stored else None
+        if found is not None:
+            return found
         if windowed or any(j.semi for j in joins) or (seg.aggregations and not joins):
             return self._separate(seg, inputs)
         return self._inline(seg, inputs)
@@ -444,6 +452,40 @@ class Capturer:
         be built in a handful of tasks; flat (lineage id, tag) rows are written in parallel."""
         lineage, tags = self.lineage_table(seg, inputs)
         return SegmentCapture(self.output(seg, inputs), lineage, tags)
+
+    def _by_output(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture | None:
+        """A window's frame pairs made from the segment's stored output: each kept row's
+        lineage id and window keys, read back, joined with its frame's rows (the window's
+        tagged input), where only σ sits between the window and the body's top and every
+        key is a column the output keeps. The tagged body would evaluate the window a second
+        time over every input row, with every column its lineage id hashes, and pair rows
+        that σ then drops (bench_jobs' retail job at 1 M orders, alternating with plain Spark:
+        eager run 8.0-8.3 → 6.1-6.7 s, its lineage pass 2.7 → 0.8 s)."""
+        window = seg.body_top
+        while isinstance(window, Selection):
+            window = window.child
+        kept = {c.id for c in seg.top.columns}
+        named = [(c.id, e.is_column()) for c, e in window.keys] if isinstance(window, Window) else []
+        if seg.aggregations or not named or not all(r in kept for _, r in named):
+            return None
+        assert isinstance(window, Window)
+        frame = self._compiler(inputs, tagged=True).compile(window.child)
+        tags = tags_of(frame)
+        if not tags:
+            return None
+        frame = frame.selectExpr(*[aliased(e.sql, c.id) for c, e in window.frame_keys], *map(ident, tags))
+        condition = conjunction(window.frame)
+
+        def paired(stored: DataFrame) -> DataFrame:
+            rows = stored.select(ref(LID), *[ref(r).alias(c) for c, r in named])  # type: ignore[arg-type]
+            joined = rows.join(frame, condition, "inner") if condition is not None else rows.crossJoin(frame)
+            return joined.select(ref(LID), *map(ref, tags))
+
+        output = self.output(seg, inputs)
+        infos = self._lineage_table(seg, paired(output))[1]
+        return SegmentCapture(
+            output, None, infos, from_output=lambda stored: self._lineage_table(seg, paired(stored))[0]
+        )
 
     def output(self, seg: Segment, inputs: dict[int, DataFrame]) -> DataFrame:
         """``seg``'s output from the plain plan (no tags), with its rows' lineage ids."""

@@ -268,7 +268,7 @@ def _capture_segments(
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output (segment {first.id}'s)")
             outputs[seg.id], stored[str(seg.id)] = _store_segment(spark, store, staging, seg, copied, mode)
             continue
-        found = capturer.segment(seg, _inputs(capturer, seg, outputs))
+        found = capturer.segment(seg, _inputs(capturer, seg, outputs), stored=seg is not root)
         meta = {"output": f"segment-{seg.id}", "lineage": None, "tags": found.tags}
         if found.derived:
             meta["derived"] = True
@@ -282,6 +282,10 @@ def _capture_segments(
             progress(f"segment {seg.id} ({seg.pattern()}): storing its output and lineage")
             stored_df, info = _store_segment(spark, store, staging, seg, found.output, mode)
             outputs[seg.id], stored[str(seg.id)] = stored_df, info
+        if found.from_output is not None:
+            progress(f"segment {seg.id} ({seg.pattern()}): pairing its stored rows with their frames")
+            meta["lineage"] = f"lineage-{seg.id}"
+            store.write_parquet(found.from_output(outputs[seg.id]), f"{staging}/lineage-{seg.id}")
         segments[str(seg.id)] = meta
     captured = {
         "capture": capture.to_dict(),

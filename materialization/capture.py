@@ -19,8 +19,8 @@ join is captured as one join (:meth:`Capturer._outer`): each output row with the
 rows it joined, and whether it was matched; its padded rows' check, T₁ ⋉ T₂, is the lineage
 of its matched rows, which the index builder records once, as a difference's right input.
 
-An aggregation, a semi-join or a difference (:func:`derivable`) carries no tags where the
-index builder can derive its lineage in process after the task, from the source snapshots and
+An aggregation, a semi-join, a window or a difference (:func:`derivable`) carries no tags
+where the index builder can derive its lineage in process after the task, from the source snapshots and
 the children's stored rows: the task then writes its output with the lineage ids alone.
 """
 
@@ -246,20 +246,22 @@ def at_key(source: Source, attrs: Sequence[str]) -> bool:
 
 
 def derivable(seg: Segment) -> bool:
-    """α or ⋉ over σ π ⋈ γ (no union), or a difference: every row of its tagged body holds
+    """α, ⋉ or ω over σ π ⋈ γ (no union), or a difference: every row of its tagged body holds
     one row of each input, a source table's or a child segment's stored output (a
-    semi-join's right rows as an inner join's; a difference's body is its left input), and
-    its lineage is a function of those rows alone (kept or not, and the output row its values
-    name), so it can be derived from the inputs after the task: no tags in the task, and no
-    second pass over the body for a semi-join, a scan aggregation or a difference. Also σ π ⋈
-    over a child segment, with no model call: derived, its children need not be stored
+    semi-join's right rows as an inner join's; a window's rows each paired with a row of its
+    frame; a difference's body is its left input), and its lineage is a function of those
+    rows alone (kept or not, and the output row its values name), so it can be derived from
+    the inputs after the task: no tags in the task, and no second pass over the body for a
+    semi-join, a window, a scan aggregation or a difference. Also σ π ⋈ over a child
+    segment, with no model call: derived, its children need not be stored
     (``execute._recomputed``; TPC-H Q2's and Q11's projections over their subqueries)."""
     if seg.is_d:
         return True
     if seg.kind == "outer":  # a padded row's NULL tags, and its check: captured in the task
         return False
     semi = any(isinstance(op, Join) and op.semi for op in seg.operators)
-    if seg.aggregations or semi:
+    windowed = any(isinstance(op, Window) for op in seg.operators)
+    if seg.aggregations or semi or windowed:
         return not any(isinstance(op, Union) for op in seg.operators)
     plain = all(isinstance(op, (Selection, Projection, Join)) for op in seg.operators)
     return plain and bool(seg.children) and not seg.functions
@@ -454,13 +456,15 @@ class Capturer:
         return SegmentCapture(self.output(seg, inputs), lineage, tags)
 
     def _by_output(self, seg: Segment, inputs: dict[int, DataFrame]) -> SegmentCapture | None:
-        """A window's frame pairs made from the segment's stored output: each kept row's
-        lineage id and window keys, read back, joined with its frame's rows (the window's
-        tagged input), where only σ sits between the window and the body's top and every
-        key is a column the output keeps. The tagged body would evaluate the window a second
-        time over every input row, with every column its lineage id hashes, and pair rows
-        that σ then drops (bench_jobs' retail job at 1 M orders, alternating with plain Spark:
-        eager run 8.0-8.3 → 6.1-6.7 s, its lineage pass 2.7 → 0.8 s)."""
+        """Where a window's lineage is not derived in process (sources or store off the local
+        file system; a value DuckDB does not compute as Spark does), its frame pairs made
+        from the segment's stored output: each kept row's lineage id and window keys, read
+        back, joined with its frame's rows (the window's tagged input), where only σ sits
+        between the window and the body's top and every key is a column the output keeps.
+        The tagged body would evaluate the window a second time over every input row, with
+        every column its lineage id hashes, and pair rows that σ then drops (bench_jobs'
+        retail job at 1 M orders, alternating with plain Spark: eager run 8.0-8.3 → 6.1-6.7 s,
+        its lineage pass 2.7 → 0.8 s, before its window was derived in process)."""
         window = seg.body_top
         while isinstance(window, Selection):
             window = window.child

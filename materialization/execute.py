@@ -32,7 +32,7 @@ from materialization.strategies import run_mode, stores
 from models.checksums import udf_models
 from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
 from segmenter.errors import TIE_MARKER, LineageError, OrderTieError
-from segmenter.operators import Function, Node, Source, Task, to_dict
+from segmenter.operators import Function, Node, Source, Task, Window, to_dict
 from segmenter.segments import Segment, render_segments
 
 Progress = Callable[[str], None]
@@ -337,13 +337,16 @@ def _recomputed(
     year's line items its outer join reads. Q13: its outer join's
     1.5 M rows; Q21: its difference, T₁ (a four-table join), T₁ ⋉ T₂ and T₁'s copy in it (the
     difference stored hashed every one of T₁'s 37 columns into its rows' lineage ids, where
-    the task's plan, as Spark's own, reads 3 of them)."""
+    the task's plan, as Spark's own, reads 3 of them). Not a window: its tagged rows are
+    its rows paired with their frames', each row repeated, which a parent window's values
+    evaluated again over them would count (DuckDB's rank and sums over the repeats)."""
     parents = {c.id: s for s in root.walk() for c in s.children}
 
     def eligible(seg: Segment) -> bool:
         return (
             seg.id in parents
             and not seg.functions and (not seg.aggregations or seg.id in derived)
+            and not any(isinstance(op, Window) for op in seg.operators)  # its tagged rows: frame pairs
             and not any(c.is_reason for c in seg.top.columns)
             and exact_in_duckdb(seg, lid_columns(seg))
             and _small_local(store, seg.leaves)

@@ -190,8 +190,8 @@ class IndexBuilder:
                 if (child := seg.child_for(leaf)) is not None
             }
             lineage = self.f.derived(seg, self.plan, self._output(seg), children)
-            if len(tags) > 1:  # each tag's pairs read it: evaluated once
-                lineage = self.f.keep(lineage)
+            if len(tags) > 1 or children:  # read by each tag's pairs, or composed with each
+                lineage = self.f.keep(lineage)  # table below a child: evaluated once
         else:
             lineage = self._read(meta["lineage"] or meta["output"])
         for tag, info in tags.items():

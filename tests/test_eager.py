@@ -158,6 +158,20 @@ def shelves_per_kind(als: LineageSession, how: str = "inner") -> DataFrame:
     return joined.groupBy("kind").agg(F.count(F.lit(1)).alias("n"))
 
 
+def top_two_orders_per_segment(als: LineageSession) -> DataFrame:
+    """ω over ω (a whole-partition sum, then a ranking that σ keeps the first two of), ⋈ and
+    α above: each customer's two largest orders, whose ranking read the customer's orders
+    before them and whose total read them all."""
+    return als.sql(
+        """SELECT c_mktsegment, count(*) AS n, sum(total) AS spent FROM customer JOIN (
+             SELECT o_custkey, o_totalprice, total, row_number() OVER (
+                 PARTITION BY o_custkey ORDER BY o_totalprice DESC, o_orderkey) AS k
+             FROM (SELECT o_orderkey, o_custkey, o_totalprice,
+                          sum(o_totalprice) OVER (PARTITION BY o_custkey) AS total FROM orders) o) t
+           ON c_custkey = o_custkey WHERE k <= 2 GROUP BY c_mktsegment"""
+    )
+
+
 RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
     "loan": (loan_task, {}),
     "loan_no_functions": (loan_task, {"capture": Capture(functions=False)}),
@@ -194,6 +208,8 @@ RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
     "above_returned_average": (above_returned_average, {}),
     "customers_by_orders": (customers_by_orders, {}),
     "customers_by_orders_tagged": (customers_by_orders, {}),
+    "windows": (top_two_orders_per_segment, {}),
+    "windows_tagged": (top_two_orders_per_segment, {}),
 }
 
 
@@ -201,7 +217,7 @@ RUNS: dict[str, tuple[Callable[[LineageSession], Any], dict[str, Any]]] = {
 # snapshots would have them derived): these check the tags' layouts in the task
 TAGGED = frozenset(
     {"gadgets", "shelves", "shelves_semi", "q3_tagged"}
-    | {"difference_below_agg_tagged", "customers_by_orders_tagged"}
+    | {"difference_below_agg_tagged", "customers_by_orders_tagged", "windows_tagged"}
 )
 
 
@@ -667,12 +683,13 @@ def test_a_one_row_subquerys_lineage_is_written_once(runs: Runs, monkeypatch: py
         ("shelves_semi_derived", "shelves_semi", 1, 0),
         ("difference_below_agg", "difference_below_agg_tagged", 1, 3),  # α ⋈ over −, over π and π σ
         ("customers_by_orders", "customers_by_orders_tagged", 1, 2),  # α over α over ⟕: both again
+        ("windows", "windows_tagged", 2, 0),  # tagged: the lower ω's pairs made from its output
     ],
 )
 def test_a_segments_lineage_is_derived_as_its_tags_give_it(
     runs: Runs, derived: str, tagged: str, segments: int, unstored: int
 ) -> None:
-    """α or ⋉ over σ π ⋈ of source tables and child segments, and a difference: the task
+    """α, ⋉ or ω over σ π ⋈ of source tables and child segments, and a difference: the task
     carries no tags, and the index builder derives each kept row's inputs from the source
     snapshots and the children's stored rows in DuckDB; a child that calls no model (σ π ⋈,
     an outer join, a difference, an aggregation whose lineage is derived), under a parent

@@ -260,8 +260,7 @@ def derivable(seg: Segment) -> bool:
     if seg.kind == "outer":  # a padded row's NULL tags, and its check: captured in the task
         return False
     semi = any(isinstance(op, Join) and op.semi for op in seg.operators)
-    windowed = any(isinstance(op, Window) for op in seg.operators)
-    if seg.aggregations or semi or windowed:
+    if seg.aggregations or semi or seg.windowed:
         return not any(isinstance(op, Union) for op in seg.operators)
     plain = all(isinstance(op, (Selection, Projection, Join)) for op in seg.operators)
     return plain and bool(seg.children) and not seg.functions
@@ -422,11 +421,10 @@ class Capturer:
         if seg.kind == "outer":
             return self._outer(seg, inputs)
         joins = [op for op in seg.operators if isinstance(op, Join)]
-        windowed = any(isinstance(op, Window) for op in seg.operators)  # its tagged rows: frame pairs
-        found = self._by_output(seg, inputs) if windowed and stored else None
+        found = self._by_output(seg, inputs) if seg.windowed and stored else None
         if found is not None:
             return found
-        if windowed or any(j.semi for j in joins) or (seg.aggregations and not joins):
+        if seg.windowed or any(j.semi for j in joins) or (seg.aggregations and not joins):
             return self._separate(seg, inputs)
         return self._inline(seg, inputs)
 
@@ -544,7 +542,7 @@ class Capturer:
         body = self._compiler(sides, tagged=True).compile(join)
         matched = F.expr(" AND ".join(f"{ident(m)} IS NOT NULL" for m in markers)).alias(MATCHED)
         tags = [t for t in tags_of(body) if t not in markers]
-        repeats = any(isinstance(op, Window) or (isinstance(op, Join) and op.semi) for op in seg.operators)
+        repeats = seg.windowed or any(isinstance(op, Join) and op.semi for op in seg.operators)
         if join.flag is None and not repeats:
             out = body.select(*[ref(c.id) for c in join.columns], *map(ref, tags), matched)
             infos = {t: self._info(seg, t, False) for t in tags}

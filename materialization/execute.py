@@ -32,7 +32,7 @@ from materialization.strategies import run_mode, stores
 from models.checksums import udf_models
 from reasoning_udfs.udf import ERROR_MARKER, UDFRowError, lookup
 from segmenter.errors import TIE_MARKER, LineageError, OrderTieError
-from segmenter.operators import Function, Node, Source, Task, Window, to_dict
+from segmenter.operators import Function, Node, Source, Task, to_dict
 from segmenter.segments import Segment, render_segments
 
 Progress = Callable[[str], None]
@@ -346,7 +346,7 @@ def _recomputed(
         return (
             seg.id in parents
             and not seg.functions and (not seg.aggregations or seg.id in derived)
-            and not any(isinstance(op, Window) for op in seg.operators)  # its tagged rows: frame pairs
+            and not seg.windowed
             and not any(c.is_reason for c in seg.top.columns)
             and exact_in_duckdb(seg, lid_columns(seg))
             and _small_local(store, seg.leaves)

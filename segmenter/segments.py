@@ -47,6 +47,12 @@ class Segment:
         return self.kind == "d"
 
     @property
+    def windowed(self) -> bool:
+        """Whether a window is among its operators: its tagged rows are then each row paired
+        with the rows of its frame, a row repeated once per frame row."""
+        return any(isinstance(op, Window) for op in self.operators)
+
+    @property
     def calls_models(self) -> bool:
         """Whether a model is called in this segment or below it."""
         return any(s.functions for s in self.walk())

@@ -179,14 +179,15 @@ def distinct_as_captured(seg: Segment, plan: Mapping[str, Sequence[str]]) -> fro
     a table read once, captured at its key (unique: checked when it was registered), under
     operators that never repeat a row (σ π φ α ⋈, and ε whose sets α tells apart by their
     grouping id), where every other input is joined on its whole key to columns of inputs
-    so determined: a row of the table then meets at most one row of each. Above one child
-    segment, under σ and π alone, the pairs are the child's composed (distinct) pairs, each
-    row with the one segment that read its table."""
+    so determined: a row of the table then meets at most one row of each. Above child
+    segments alone, a table that one segment below reads comes by one child's pairs composed
+    with this segment's (``Frames.through``, whose rows are distinct), each row with that
+    segment (TPC-H Q13's counts of counts, the reconcile job's statuses over its outer
+    join)."""
     leaves = seg.leaves
     if seg.is_d:
         return frozenset()
-    child = seg.child_for(leaves[0]) if len(leaves) == 1 else None
-    if child is not None and all(isinstance(op, (Selection, Projection)) for op in seg.operators):
+    if not any(isinstance(leaf, Source) for leaf in leaves):
         return frozenset(t for t, readers in seg.entries().items() if len(readers) == 1)
     if not all(isinstance(leaf, Source) for leaf in leaves):
         return frozenset()
@@ -200,8 +201,9 @@ def distinct_as_captured(seg: Segment, plan: Mapping[str, Sequence[str]]) -> fro
     if aggregations and not set_ids <= grouped_by:
         return frozenset()
     equal: dict[str, set[str]] = {}
+    types = {c.id: c.dtype for node in seg.top.walk() for c in node.columns}
     for op in seg.operators:
-        for a, b in (_equated(e) for e in op.condition) if isinstance(op, Join) else ():
+        for a, b in (equated_columns(e, types) for e in op.condition) if isinstance(op, Join) else ():
             if a is not None and b is not None:
                 equal.setdefault(a, set()).add(b)
                 equal.setdefault(b, set()).add(a)
@@ -229,15 +231,28 @@ def distinct_as_captured(seg: Segment, plan: Mapping[str, Sequence[str]]) -> fro
 GROUPING_ID = "spark_grouping_id"  # ε's number of each row's grouping set
 
 
-def _equated(expr: Expr) -> tuple[str | None, str | None]:
-    """The two column ids of an equality ``a = b`` between columns; else (None, None)."""
+_WIDTH = {"tinyint": 1, "smallint": 2, "int": 4, "bigint": 8}  # Spark's integral types, in bytes
+
+
+def equated_columns(expr: Expr, types: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The two column ids of an equality ``a = b`` between columns; else (None, None). A
+    column widened by a cast to a larger integral type counts as itself (equal casts, equal
+    values): Spark joins an int key to a bigint column as ``CAST(k AS BIGINT)``."""
     found = sqlglot.parse_one(expr.sql, read="spark")
     while isinstance(found, exp.Paren):
         found = found.this
-    sides = (found.this, found.expression) if isinstance(found, exp.EQ) else ()
-    if sides and all(isinstance(side, exp.Column) for side in sides):
-        return sides[0].name, sides[1].name
-    return None, None
+    if not isinstance(found, exp.EQ):
+        return None, None
+    a, b = (_column(side, types) for side in (found.this, found.expression))
+    return (a, b) if a is not None and b is not None else (None, None)
+
+
+def _column(node: exp.Expression, types: Mapping[str, str]) -> str | None:
+    """The column id ``node`` reads as it is, or widened to a larger integral type."""
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
+        to = _WIDTH.get(node.to.sql(dialect="spark").lower(), 0)
+        return node.this.name if to >= _WIDTH.get(types.get(node.this.name, ""), 9) else None
+    return node.name if isinstance(node, exp.Column) else None
 
 
 def at_key(source: Source, attrs: Sequence[str]) -> bool:

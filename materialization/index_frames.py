@@ -100,12 +100,13 @@ class Frames(Protocol):
         """(__lid, __ref) of keys packed into a bigint (:func:`capture.packing`'s ``layout``)
         as (__lid, attrs...), each attribute of its own type again."""
 
-    def through(self, pairs: Any, below: Any) -> Any:
+    def through(self, pairs: Any, below: Any, distinct: bool = False) -> Any:
         """(__lid, __ref) ⋈ (__ref as the child's __lid, x...) -> distinct (__lid, x...), over
         each side's distinct rows: a capture lists a child row once per input row that
         carried it (all of a group's rows name the one subquery row they were probed
         against), and joining those repeats with the child's pairs squared TPC-DS q70's to
-        billions of rows; two children's rows may share a source row (rollup levels)."""
+        billions of rows; two children's rows may share a source row (rollup levels).
+        ``distinct``: ``below``'s rows are distinct as they are (not made so again)."""
 
     def semi(self, rel: Any, lids: Any) -> Any:
         """The rows of ``rel`` whose ``__lid`` is in ``lids``."""
@@ -212,8 +213,9 @@ class SparkFrames:
             ],
         )
 
-    def through(self, pairs: DataFrame, below: DataFrame) -> DataFrame:
-        return pairs.distinct().join(below.distinct().withColumnRenamed(LID, REF), REF).drop(REF).distinct()
+    def through(self, pairs: DataFrame, below: DataFrame, distinct: bool = False) -> DataFrame:
+        rows = below if distinct else below.distinct()
+        return pairs.distinct().join(rows.withColumnRenamed(LID, REF), REF).drop(REF).distinct()
 
     def semi(self, rel: DataFrame, lids: DataFrame) -> DataFrame:
         return rel.join(lids, LID, "left_semi")
@@ -461,11 +463,27 @@ class DuckFrames:
         ]
         return f"SELECT {quoted(LID)}, {', '.join(attrs)} FROM ({pairs})"
 
-    def through(self, pairs: str, below: str) -> str:
+    def through(self, pairs: str, below: str, distinct: bool = False) -> str:
+        """Where ``below`` is distinct and each ``__lid`` of ``pairs`` refers to one row, the
+        join repeats no row and is not made distinct: a ROLLUP's 3 M (group, order) pairs
+        under a projection of its 7 groups were made distinct twice, 0.3 s of a 0.8 s index
+        build (1 M orders)."""
+        if distinct and self._one_ref_each(pairs):
+            picked, rows = "", below
+        else:
+            picked, rows = "DISTINCT ", below if distinct else self.distinct(below)
+        refs = self.keep(pairs) if distinct else self.distinct(pairs)
         return (
-            f"SELECT DISTINCT p.{quoted(LID)}, b.* EXCLUDE ({quoted(LID)}) FROM ({self.distinct(pairs)}) p "
-            f"JOIN ({self.distinct(below)}) b ON p.{quoted(REF)} = b.{quoted(LID)}"
+            f"SELECT {picked}p.{quoted(LID)}, b.* EXCLUDE ({quoted(LID)}) FROM ({refs}) p "
+            f"JOIN ({rows}) b ON p.{quoted(REF)} = b.{quoted(LID)}"
         )
+
+    def _one_ref_each(self, pairs: str) -> bool:
+        """Whether no ``__lid`` of ``pairs``' distinct rows has two references (computed
+        once: the join reads the same rows)."""
+        lid = quoted(LID)
+        counted = f"SELECT count(*) = count(DISTINCT {lid}) FROM ({self.keep(pairs)})"
+        return bool(self.con.sql(counted).fetchall()[0][0])
 
     def semi(self, rel: str, lids: str) -> str:
         return f"SELECT * FROM ({rel}) WHERE {quoted(LID)} IN (SELECT {quoted(LID)} FROM ({lids}))"

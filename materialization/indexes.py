@@ -138,8 +138,9 @@ class IndexBuilder:
                 self._share(target, below)
                 ctl.append(f.with_value(f.select(pairs, [(LID, LID)]), "d", target.id))
             else:
+                distinct = self._distinct(target)
                 for name, rel in below.items():
-                    parts.setdefault(name, []).append(f.through(pairs, rel))
+                    parts.setdefault(name, []).append(f.through(pairs, rel, name in distinct))
             if below_ctl is not None:
                 ctl.append(f.through(pairs, below_ctl))
         if seg.functions and self.capture.functions:
@@ -160,6 +161,10 @@ class IndexBuilder:
         found = ({name: f.union(rels) for name, rels in parts.items()}, f.union(ctl) if ctl else None)
         self._composed[seg.id] = found
         return found
+
+    def _distinct(self, seg: Segment) -> frozenset[str]:
+        """The indexes whose pairs ``seg`` composes distinct as they are."""
+        return frozenset(index_name("src", t) for t in distinct_as_captured(seg, self.plan))
 
     def _copy(self, first: Segment, seg: Segment) -> tuple[dict[str, Any], Any | None]:
         """What ``seg`` composes, from ``first``'s (an equal subtree, composed once and kept):
@@ -286,7 +291,7 @@ class IndexBuilder:
         pairs = {name: f.drop(rel, SEG) for name, rel in tagged.items()}
         storage = self.capture.storage or ("pairs",)
         jobs: dict[str, Callable[[], dict[str, Any]]] = {}
-        distinct = {index_name("src", t) for t in distinct_as_captured(self.root, self.plan)}
+        distinct = self._distinct(self.root)
         for name, rel in pairs.items():
             if "pairs" in storage:
                 jobs[f"index {name}"] = partial(self._write_both, rel, name, name in distinct)

@@ -250,8 +250,9 @@ def equated_columns(expr: Expr, types: Mapping[str, str]) -> tuple[str | None, s
 def _column(node: exp.Expression, types: Mapping[str, str]) -> str | None:
     """The column id ``node`` reads as it is, or widened to a larger integral type."""
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
-        to = _WIDTH.get(node.to.sql(dialect="spark").lower(), 0)
-        return node.this.name if to >= _WIDTH.get(types.get(node.this.name, ""), 9) else None
+        width = _WIDTH.get(types.get(node.this.name, ""))
+        to = _WIDTH.get(node.to.sql(dialect="spark").lower())
+        return node.this.name if width is not None and to is not None and to >= width else None
     return node.name if isinstance(node, exp.Column) else None
 
 
